@@ -1,0 +1,1 @@
+"""rustfs-vllm: Pulumi component resources for a RustFS-backed vLLM serving stack."""

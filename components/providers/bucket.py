@@ -1,0 +1,73 @@
+"""Dynamic provider: an S3 bucket that is created, or adopted when it already exists.
+
+A bucket this stack adopted is never deleted. A bucket it created is deleted on destroy only when
+it is empty (model prefixes are purged first when purge was configured); otherwise it is kept and
+destroy still succeeds, so destroy never loses data it was not told to delete.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from pulumi.dynamic import CheckFailure, CheckResult, CreateResult, DiffResult, ReadResult, ResourceProvider, UpdateResult
+
+from . import s3
+
+REPLACE_ON = ("endpoint", "bucket")
+
+
+class BucketProvider(ResourceProvider):
+    def check(self, olds: dict[str, Any], news: dict[str, Any]) -> CheckResult:
+        failures = []
+        name = news.get("bucket")
+        if not isinstance(name, str) or not (3 <= len(name) <= 63):
+            failures.append(CheckFailure("bucket", f"bucket {name!r}: an S3 bucket name of 3-63 characters"))
+        return CheckResult(news, failures)
+
+    def create(self, props: dict[str, Any]) -> CreateResult:
+        c = s3.client(props["endpoint"], props["access_key"], props["secret_key"])
+        bucket = props["bucket"]
+        adopted = True
+        try:
+            c.head_bucket(Bucket=bucket)
+        except Exception as exc:  # noqa: BLE001 - classified below
+            if not s3.is_missing(exc):
+                raise RuntimeError(s3.explain(exc, props["endpoint"], f"bucket {bucket}")) from None
+            adopted = False
+            try:
+                c.create_bucket(Bucket=bucket)
+            except Exception as exc2:  # noqa: BLE001
+                if s3.error_code(exc2) not in ("BucketAlreadyOwnedByYou",):
+                    raise RuntimeError(s3.explain(exc2, props["endpoint"], f"create bucket {bucket}")) from None
+        return CreateResult(bucket, {**props, "adopted": adopted})
+
+    def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
+        replaces = [k for k in REPLACE_ON if olds.get(k) != news.get(k)]
+        changed = replaces or any(olds.get(k) != news.get(k) for k in ("access_key", "secret_key", "purge"))
+        return DiffResult(changes=bool(changed), replaces=replaces, delete_before_replace=False)
+
+    def update(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
+        return UpdateResult({**news, "adopted": olds.get("adopted", True)})
+
+    def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
+        c = s3.client(props["endpoint"], props["access_key"], props["secret_key"])
+        try:
+            c.head_bucket(Bucket=id_)
+        except Exception as exc:  # noqa: BLE001
+            if s3.is_missing(exc):
+                return ReadResult(None, {})
+            raise RuntimeError(s3.explain(exc, props["endpoint"], f"bucket {id_}")) from None
+        return ReadResult(id_, props)
+
+    def delete(self, id_: str, props: dict[str, Any]) -> None:
+        if props.get("adopted", True):
+            return  # not ours: never deleted
+        c = s3.client(props["endpoint"], props["access_key"], props["secret_key"])
+        try:
+            listing = c.list_objects_v2(Bucket=id_, MaxKeys=1)
+            if listing.get("KeyCount", 0):
+                return  # data in it: keep the bucket (purge removes only our prefixes)
+            c.delete_bucket(Bucket=id_)
+        except Exception as exc:  # noqa: BLE001
+            if s3.is_missing(exc) or s3.error_code(exc) == "BucketNotEmpty":
+                return
+            raise RuntimeError(s3.explain(exc, props["endpoint"], f"delete bucket {id_}")) from None

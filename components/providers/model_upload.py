@@ -1,0 +1,184 @@
+"""Dynamic provider: a model folder uploaded under one prefix of the bucket.
+
+Inputs carry the folder's manifest (file -> size, sha256, md5, ETag), computed by the program with
+a hash cache, so the preview names every file that would be uploaded or deleted. Create and update
+transfer only the files whose object is missing or differs (parallel multipart uploads), delete
+the objects of files that left the folder, and verify every object against the manifest
+afterwards. Destroy removes the prefix only when purge was configured.
+"""
+from __future__ import annotations
+
+import os
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from boto3.s3.transfer import TransferConfig
+from pulumi.dynamic import CheckFailure, CheckResult, CreateResult, DiffResult, ReadResult, ResourceProvider, UpdateResult
+
+from .. import layout
+from ..manifest import MULTIPART_THRESHOLD, PART_SIZE
+from . import s3
+
+REPLACE_ON = ("endpoint", "bucket", "prefix")
+UPDATE_ON = ("manifest", "source", "access_key", "secret_key", "purge", "file_workers", "part_workers")
+
+
+def _key(prefix: str, rel: str) -> str:
+    return f"{prefix}/{rel}"
+
+
+def list_prefix(c: Any, bucket: str, prefix: str) -> dict[str, dict[str, Any]]:
+    """{relative path: {size, etag}} of the objects under ``prefix/``."""
+    out: dict[str, dict[str, Any]] = {}
+    for page in c.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=f"{prefix}/"):
+        for obj in page.get("Contents", []):
+            out[obj["Key"][len(prefix) + 1:]] = {"size": obj["Size"], "etag": obj.get("ETag", "").strip('"')}
+    return out
+
+
+def object_matches(live: dict[str, Any] | None, want: dict[str, Any]) -> bool:
+    return bool(live) and live["size"] == want["size"] and live["etag"] in (want["etag"], want["md5"])
+
+
+def verify(c: Any, bucket: str, prefix: str, manifest: dict[str, dict[str, Any]]) -> list[str]:
+    """The files whose object is missing or differs from the manifest (empty when all match)."""
+    live = list_prefix(c, bucket, prefix)
+    bad = []
+    for rel, want in sorted(manifest.items()):
+        got = live.get(rel)
+        if not object_matches(got, want):
+            seen = f"size {got['size']}, etag {got['etag']}" if got else "missing"
+            bad.append(f"{rel} (expected size {want['size']}, etag {want['etag']}; found {seen})")
+    return bad
+
+
+def abort_incomplete(c: Any, bucket: str, prefix: str) -> int:
+    """Abort multipart uploads left under the prefix by an interrupted run; how many."""
+    n = 0
+    try:
+        resp = c.list_multipart_uploads(Bucket=bucket, Prefix=f"{prefix}/")
+    except Exception:  # noqa: BLE001 - not every S3 server lists uploads
+        return 0
+    for up in resp.get("Uploads", []) or []:
+        try:
+            c.abort_multipart_upload(Bucket=bucket, Key=up["Key"], UploadId=up["UploadId"])
+            n += 1
+        except Exception:  # noqa: BLE001
+            pass
+    return n
+
+
+def sync(props: dict[str, Any], old_manifest: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Make the prefix equal the manifest; return transfer statistics."""
+    endpoint, bucket, prefix, source = props["endpoint"], props["bucket"], props["prefix"], props["source"]
+    manifest: dict[str, dict[str, Any]] = props["manifest"]
+    file_workers = int(props.get("file_workers") or 4)
+    part_workers = int(props.get("part_workers") or 8)
+    c = s3.client(endpoint, props["access_key"], props["secret_key"], max_pool=file_workers * part_workers + 4)
+    started = time.monotonic()
+    try:
+        abort_incomplete(c, bucket, prefix)
+        live = list_prefix(c, bucket, prefix)
+    except Exception as exc:  # noqa: BLE001
+        raise RuntimeError(s3.explain(exc, endpoint, f"model {prefix}")) from None
+    todo = [rel for rel, want in sorted(manifest.items()) if not object_matches(live.get(rel), want)]
+    # Objects of files that left the folder: those we uploaded before (old manifest) and any
+    # stray object under our prefix that the folder does not have.
+    stale = sorted(set(live) - set(manifest))
+    transfer = TransferConfig(multipart_threshold=MULTIPART_THRESHOLD, multipart_chunksize=PART_SIZE,
+                              max_concurrency=part_workers, use_threads=True)
+
+    def upload(rel: str) -> int:
+        full = os.path.join(source, rel)
+        want = manifest[rel]
+        st = os.stat(full)
+        if st.st_size != want["size"]:
+            raise RuntimeError(f"{full} changed since the preview (size {st.st_size}, manifest {want['size']}); "
+                               "run `pulumi up` again")
+        c.upload_file(full, bucket, _key(prefix, rel), Config=transfer,
+                      ExtraArgs={"Metadata": {"sha256": want["sha256"]}})
+        return st.st_size
+
+    try:
+        with ThreadPoolExecutor(max_workers=file_workers) as pool:
+            sent = sum(pool.map(upload, todo))
+        for i in range(0, len(stale), 1000):
+            c.delete_objects(Bucket=bucket, Delete={"Objects": [{"Key": _key(prefix, r)} for r in stale[i:i + 1000]],
+                                                   "Quiet": True})
+        bad = verify(c, bucket, prefix, manifest)
+    except RuntimeError:
+        raise
+    except Exception as exc:  # noqa: BLE001
+        raise RuntimeError(s3.explain(exc, endpoint, f"upload of model {prefix}")) from None
+    if bad:
+        raise RuntimeError(f"verification of s3://{bucket}/{prefix}/ failed for {len(bad)} object(s): "
+                           + "; ".join(bad[:10]))
+    return {"files": len(todo), "bytes": sent, "deleted": len(stale),
+            "seconds": round(time.monotonic() - started, 3)}
+
+
+class ModelUploadProvider(ResourceProvider):
+    def check(self, olds: dict[str, Any], news: dict[str, Any]) -> CheckResult:
+        failures = []
+        source = news.get("source")
+        if isinstance(source, str):
+            for problem in layout.folder_problems(source):
+                failures.append(CheckFailure("source", f"model folder {source!r}: expected {problem}"))
+        manifest = news.get("manifest")
+        if isinstance(manifest, dict):
+            for rel in manifest:
+                if rel.startswith("/") or ".." in rel.split("/"):
+                    failures.append(CheckFailure("manifest", f"file {rel!r} leaves the model folder"))
+        return CheckResult(news, failures)
+
+    def create(self, props: dict[str, Any]) -> CreateResult:
+        stats = sync(props)
+        return CreateResult(f"s3://{props['bucket']}/{props['prefix']}/", self._outs(props, stats))
+
+    def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
+        replaces = [k for k in REPLACE_ON if olds.get(k) != news.get(k)]
+        changed = replaces or [k for k in UPDATE_ON if olds.get(k) != news.get(k)]
+        return DiffResult(changes=bool(changed), replaces=replaces, delete_before_replace=False)
+
+    def update(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
+        stats = sync(news, olds.get("manifest"))
+        return UpdateResult(self._outs(news, stats))
+
+    def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
+        """Refresh: report the objects as they are, so drift (a deleted or changed object) shows
+        as a manifest difference and the next `up` re-uploads just those files."""
+        c = s3.client(props["endpoint"], props["access_key"], props["secret_key"])
+        try:
+            live = list_prefix(c, props["bucket"], props["prefix"])
+        except Exception as exc:  # noqa: BLE001
+            if s3.is_missing(exc):
+                return ReadResult(None, {})
+            raise RuntimeError(s3.explain(exc, props["endpoint"], f"model {props.get('prefix')}")) from None
+        manifest = props.get("manifest") or {}
+        seen = {rel: want for rel, want in manifest.items() if object_matches(live.get(rel), want)}
+        for rel in set(live) - set(manifest):
+            seen[rel] = {"size": live[rel]["size"], "sha256": "", "md5": "", "etag": live[rel]["etag"]}
+        return ReadResult(id_, {**props, "manifest": seen})
+
+    def delete(self, _id: str, props: dict[str, Any]) -> None:
+        if not props.get("purge"):
+            return  # the weights stay in the bucket: purge was not configured
+        c = s3.client(props["endpoint"], props["access_key"], props["secret_key"])
+        try:
+            abort_incomplete(c, props["bucket"], props["prefix"])
+            keys = list(list_prefix(c, props["bucket"], props["prefix"]))
+            for i in range(0, len(keys), 1000):
+                c.delete_objects(Bucket=props["bucket"],
+                                 Delete={"Objects": [{"Key": _key(props["prefix"], r)} for r in keys[i:i + 1000]],
+                                         "Quiet": True})
+        except Exception as exc:  # noqa: BLE001
+            if s3.is_missing(exc):
+                return
+            raise RuntimeError(s3.explain(exc, props["endpoint"], f"purge of model {props['prefix']}")) from None
+
+    @staticmethod
+    def _outs(props: dict[str, Any], stats: dict[str, Any]) -> dict[str, Any]:
+        manifest = props["manifest"]
+        return {**props, "last_transfer": stats, "file_count": len(manifest),
+                "total_bytes": sum(int(e["size"]) for e in manifest.values())}
