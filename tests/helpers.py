@@ -1,0 +1,47 @@
+"""Shared test helpers: small Hugging Face-shaped folders, and the project's paths."""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def make_model(folder: Path, weights_bytes: int = 4096, max_positions: int = 2048, seed: int = 1,
+               extra: dict[str, bytes] | None = None) -> Path:
+    """A folder with the layout vLLM and our checks expect; the weights are random bytes
+    (good for storage tests, not for serving)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "config.json").write_text(json.dumps({"architectures": ["LlamaForCausalLM"],
+                                                    "max_position_embeddings": max_positions}))
+    (folder / "tokenizer.json").write_text(json.dumps({"version": "1.0", "seed": seed}))
+    (folder / "tokenizer_config.json").write_text("{}")
+    rnd = __import__("random").Random(seed)
+    (folder / "model.safetensors").write_bytes(bytes(rnd.getrandbits(8) for _ in range(weights_bytes)))
+    for name, data in (extra or {}).items():
+        p = folder / name
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_bytes(data)
+    return folder
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def pulumi_env() -> dict[str, str]:
+    """The environment scripts/env.sh sets up, for subprocesses."""
+    import subprocess
+
+    out = subprocess.run(["bash", "-c", f". {ROOT}/scripts/env.sh && env -0"], capture_output=True, check=True).stdout
+    return dict(item.split("=", 1) for item in out.decode().split("\0") if "=" in item)
+
+
+def read(path: str | os.PathLike) -> bytes:
+    with open(path, "rb") as fh:
+        return fh.read()

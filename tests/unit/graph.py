@@ -1,0 +1,113 @@
+"""Runs the program's ServingStack under Pulumi mocks and records every RegisterResource request
+(type, name, parent, dependencies, inputs with secrets still marked)."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import pulumi
+from pulumi.runtime import mocks, rpc
+
+
+@dataclass
+class Registered:
+    typ: str
+    name: str
+    urn: str
+    parent: str
+    dependencies: list[str]
+    inputs: dict[str, Any]          # secrets as rpc secret wrappers
+    secret_outputs: list[str]
+
+    def plain(self, key: str) -> Any:
+        return unwrap(self.inputs.get(key))
+
+    def is_secret(self, key: str) -> bool:
+        return rpc.is_rpc_secret(self.inputs.get(key))
+
+
+def unwrap(value: Any) -> Any:
+    if rpc.is_rpc_secret(value):
+        return unwrap(value["value"])
+    if isinstance(value, dict):
+        return {k: unwrap(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [unwrap(v) for v in value]
+    return value
+
+
+class Mocks(pulumi.runtime.Mocks):
+    def new_resource(self, args: pulumi.runtime.MockResourceArgs):
+        outs = dict(args.inputs)
+        if args.typ.endswith("dynamic/rustfs-vllm:Container"):
+            outs["container_id"] = f"cid-{args.name}"
+        if args.typ.endswith("dynamic/rustfs-vllm:Bucket"):
+            outs["adopted"] = False
+            return [args.inputs["bucket"], outs]  # the provider's id is the bucket name
+        return [f"{args.name}-id", outs]
+
+    def call(self, args: pulumi.runtime.MockCallArgs):
+        return {}
+
+
+class RecordingMonitor(mocks.MockMonitor):
+    def __init__(self, m: pulumi.runtime.Mocks) -> None:
+        super().__init__(m)
+        self.registered: list[Registered] = []
+
+    def RegisterResource(self, request):  # noqa: N802 - gRPC name
+        resp = super().RegisterResource(request)
+        inputs = rpc.deserialize_properties(request.object, True)
+        self.registered.append(Registered(
+            typ=request.type, name=request.name, urn=resp.urn, parent=request.parent,
+            dependencies=list(request.dependencies), inputs=inputs,
+            secret_outputs=list(request.additionalSecretOutputs)))
+        return resp
+
+
+@dataclass
+class Graph:
+    resources: list[Registered] = field(default_factory=list)
+
+    def by_type(self, suffix: str) -> list[Registered]:
+        return [r for r in self.resources if r.typ.endswith(suffix)]
+
+    def one(self, suffix: str, name_part: str = "") -> Registered:
+        found = [r for r in self.by_type(suffix) if name_part in r.name]
+        assert len(found) == 1, f"{suffix}/{name_part}: {[r.name for r in found]}"
+        return found[0]
+
+    def by_urn(self, urn: str) -> Registered:
+        return next(r for r in self.resources if r.urn == urn)
+
+    def ancestors(self, r: Registered) -> list[str]:
+        names = []
+        while r.parent:
+            try:
+                r = self.by_urn(r.parent)
+            except StopIteration:
+                break
+            names.append(r.name)
+        return names
+
+
+def build(cfg, stack: str = "dev") -> Graph:
+    """Construct the ServingStack for ``cfg`` under mocks; return what was registered."""
+    monitor = RecordingMonitor(Mocks())
+    pulumi.runtime.set_mocks(Mocks(), project="rustfs-vllm", stack=stack, preview=False, monitor=monitor)
+    from components.stack import ServingStack, ServingStackArgs
+
+    holder: dict[str, Any] = {}
+
+    @pulumi.runtime.test
+    def construct():
+        s = ServingStack("rustfs-vllm", ServingStackArgs(config=cfg))
+        holder["stack"] = s
+        outs = [sv.container_id for sv in s.servers.values()] + [t.text for t in s.smoke.values()]
+        outs.append(s.mount.mount_id)
+        return pulumi.Output.all(*outs)
+
+    construct()
+    g = Graph(monitor.registered)
+    g.stack = holder["stack"]  # type: ignore[attr-defined]
+    return g

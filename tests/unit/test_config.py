@@ -1,0 +1,220 @@
+"""Configuration validation: every bad value is rejected with the key, the value and what is allowed."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from components import config
+from tests.helpers import make_model
+
+GIB = 2**30
+
+
+def load(raw, tmp_path, stack="dev", in_use=(), memory=24 * GIB):
+    return config.load(raw, stack, str(tmp_path), port_in_use=lambda a, p: p in in_use,
+                       memory_bytes=lambda: memory)
+
+
+@pytest.fixture
+def good(tmp_path):
+    make_model(tmp_path / "m1")
+    make_model(tmp_path / "m2", seed=2)
+    return {
+        "environment": "dev",
+        "mountPath": str(tmp_path / "mnt"),
+        "models": [{"name": "m1", "source": "m1"}],
+    }
+
+
+def test_good_config_loads_with_defaults(good, tmp_path):
+    cfg = load(good, tmp_path)
+    assert cfg.bucket == "vllm-models"
+    assert cfg.s3_server == "rustfs"
+    assert cfg.rustfs_image == "rustfs/rustfs-x86-musl:v2.3.1"
+    assert cfg.rustfs_endpoint == "http://127.0.0.1:9000"
+    assert cfg.models[0].source == str(tmp_path / "m1")
+    assert cfg.models[0].prefix == "m1" and cfg.models[0].port == 8000
+    assert cfg.name_prefix == "rvllm-dev"
+    assert cfg.uses_default_credentials
+
+
+def _bad(tmp_path, good, change, stack="dev", **kw):
+    raw = dict(good)
+    change(raw)
+    with pytest.raises(config.ConfigError) as info:
+        load(raw, tmp_path, stack=stack, **kw)
+    return str(info.value)
+
+
+def _models(**fields):
+    def change(raw):
+        raw["models"] = [{**raw["models"][0], **fields}]
+    return change
+
+
+def _set(**values):
+    def change(raw):
+        raw.update(values)
+    return change
+
+
+def _symlink_model(tmp_path):
+    def change(raw):
+        make_model(tmp_path / "ln")
+        os.symlink("/etc/passwd", tmp_path / "ln" / "escape.json")
+        raw["models"] = [{"name": "ln", "source": "ln"}]
+    return change
+
+
+def _dir_symlink(tmp_path):
+    def change(raw):
+        make_model(tmp_path / "dl")
+        os.symlink("..", tmp_path / "dl" / "up")
+        raw["models"] = [{"name": "dl", "source": "dl"}]
+    return change
+
+
+def _no_weights(tmp_path):
+    def change(raw):
+        make_model(tmp_path / "nw")
+        (tmp_path / "nw" / "model.safetensors").unlink()
+        raw["models"] = [{"name": "nw", "source": "nw"}]
+    return change
+
+
+def _no_config(tmp_path):
+    def change(raw):
+        make_model(tmp_path / "nc")
+        (tmp_path / "nc" / "config.json").unlink()
+        raw["models"] = [{"name": "nc", "source": "nc"}]
+    return change
+
+
+def _unreadable(tmp_path):
+    def change(raw):
+        make_model(tmp_path / "ur")
+        os.chmod(tmp_path / "ur" / "model.safetensors", 0)
+        raw["models"] = [{"name": "ur", "source": "ur"}]
+    return change
+
+
+def _nonempty_mount(tmp_path):
+    def change(raw):
+        (tmp_path / "full").mkdir()
+        (tmp_path / "full" / "keep.txt").write_text("x")
+        raw["mountPath"] = str(tmp_path / "full")
+    return change
+
+
+# (id, change, expected fragments: key, value, allowed)
+CASES = [
+    ("missing-folder", _models(source="nope"), ["models[m1].source", "nope", "does not exist"]),
+    ("bucket-uppercase", _set(bucket="Vllm_Models"), ["rustfs-vllm:bucket", "Vllm_Models", "3-63 characters"]),
+    ("bucket-short", _set(bucket="ab"), ["rustfs-vllm:bucket", "'ab'", "3-63"]),
+    ("bucket-ip", _set(bucket="192.168.1.1"), ["rustfs-vllm:bucket", "192.168.1.1", "not an IP"]),
+    ("gmu-zero", _models(gpuMemoryUtilization=0), ["gpuMemoryUtilization", "0", "(0, 1]"]),
+    ("gmu-above-one", _models(gpuMemoryUtilization=1.5), ["gpuMemoryUtilization", "1.5", "(0, 1]"]),
+    ("kv-too-big", _models(kvCacheSpaceGib=64), ["kvCacheSpaceGib", "64", "at most this machine's memory"]),
+    ("kv-and-gmu", _models(kvCacheSpaceGib=1, gpuMemoryUtilization=0.5), ["kvCacheSpaceGib", "not both"]),
+    ("max-len-too-big", _models(maxModelLen=4096), ["maxModelLen", "4096", "2048"]),
+    ("max-len-type", _models(maxModelLen="long"), ["maxModelLen", "long", "integer"]),
+    ("dtype", _models(dtype="int3"), ["models[m1].dtype", "int3", "float32"]),
+    ("port-range", _models(port=70000), ["models[m1].port", "70000", "1-65535"]),
+    ("s3-server-kind", _set(s3Server="minio"), ["rustfs-vllm:s3Server", "minio", "rustfs, rclone-serve-s3, external"]),
+    ("external-without-endpoint", _set(s3Server="external"), ["rustfs-vllm:rustfsEndpoint", "required"]),
+    ("endpoint-url", _set(s3Server="external", rustfsEndpoint="rustfs:9000"), ["rustfsEndpoint", "rustfs:9000", "http(s)://"]),
+    ("restart", _set(vllmRestart="sometimes"), ["rustfs-vllm:vllmRestart", "sometimes", "unless-stopped"]),
+    ("environment", _set(environment="qa"), ["rustfs-vllm:environment", "qa", "dev, test, production"]),
+    ("gpus", _set(vllmGpus="two"), ["rustfs-vllm:vllmGpus", "two", "count=N"]),
+    ("shm", _set(vllmShmSize="lots"), ["rustfs-vllm:vllmShmSize", "lots", "2g"]),
+    ("mount-relative", _set(mountPath="mnt/x"), ["rustfs-vllm:mountPath", "mnt/x", "absolute"]),
+    ("mount-root", _set(mountPath="/"), ["rustfs-vllm:mountPath", "'/'", "dedicated folder"]),
+    ("mount-flag-secret", _set(mountFlags=["--s3-secret-access-key=x"]), ["mountFlags", "secret", "credentials"]),
+    ("mount-flag-rw", _set(mountFlags=["--read-write"]), ["mountFlags", "--read-write", "read-only"]),
+    ("rclone-missing", _set(rcloneBinary="/nonexistent/rclone"), ["rcloneBinary", "/nonexistent/rclone", "rclone executable"]),
+    ("unknown-model-field", _models(maxLen=12), ["models[0].maxLen", "12", "known field"]),
+    ("extra-arg-reserved", _models(extraArgs=["--port", "9"]), ["extraArgs", "--port", "sets itself"]),
+    ("models-empty", _set(models=[]), ["rustfs-vllm:models", "[]", "non-empty list"]),
+    ("models-not-list", _set(models={"name": "x"}), ["rustfs-vllm:models", "list of model objects"]),
+    ("model-name", _models(name="bad name!"), ["models[0].name", "bad name!", "served model name"]),
+    ("prefix-slash", _models(prefix="a/b"), ["prefix", "a/b", "one path segment"]),
+    ("api-key-in-env", _set(vllmEnv={"VLLM_API_KEY": "x"}), ["vllmEnv.VLLM_API_KEY", "vllmApiKey"]),
+    ("smoke-tokens", _set(smokeMaxTokens=0), ["rustfs-vllm:smokeMaxTokens", "0", "1-256"]),
+    ("ready-timeout", _set(vllmReadyTimeout=5), ["vllmReadyTimeout", "5", "30-7200"]),
+    ("bind-address", _set(bindAddress="localhost"), ["bindAddress", "localhost", "IPv4"]),
+    ("short-secret", _set(rustfsSecretKey="abc"), ["rustfsSecretKey", "8 characters"]),
+    ("standin-short-key", _set(s3Server="rclone-serve-s3", rustfsAccessKey="ak", rustfsSecretKey="long-enough-secret"),
+     ["rustfsAccessKey", "16 characters"]),
+]
+
+
+@pytest.mark.parametrize("change,fragments", [c[1:] for c in CASES], ids=[c[0] for c in CASES])
+def test_bad_value_is_rejected_with_key_value_and_allowed(good, tmp_path, change, fragments):
+    message = _bad(tmp_path, good, change)
+    for fragment in fragments:
+        assert fragment in message, f"{fragment!r} missing from: {message}"
+
+
+@pytest.mark.parametrize("builder,fragments", [
+    (_symlink_model, ["models[ln].source", "no symlinks", "escape.json"]),
+    (_dir_symlink, ["models[dl].source", "no symlinks", "up ->"]),
+    (_no_weights, ["models[nw].source", "weights", "none found"]),
+    (_no_config, ["models[nc].source", "config.json"]),
+    (_nonempty_mount, ["rustfs-vllm:mountPath", "it has files"]),
+], ids=["symlink-file", "symlink-dir", "no-weights", "no-config", "mount-not-empty"])
+def test_bad_folder_is_rejected(good, tmp_path, builder, fragments):
+    message = _bad(tmp_path, good, builder(tmp_path))
+    for fragment in fragments:
+        assert fragment in message, f"{fragment!r} missing from: {message}"
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root reads every file: an unreadable file needs a non-root user")
+def test_unreadable_file_is_rejected(good, tmp_path):
+    assert "cannot be read" in _bad(tmp_path, good, _unreadable(tmp_path))
+
+
+def test_two_models_problems(good, tmp_path):
+    raw = {**good, "models": [{"name": "a", "source": "m1", "port": 8000, "prefix": "shared"},
+                              {"name": "a", "source": "m2", "port": 8000, "prefix": "Shared"}]}
+    message = _bad(tmp_path, raw, lambda r: None)
+    assert "models[a].name = 'a'" in message and "duplicate" in message
+    assert "models[a].prefix = 'Shared'" in message and "collides" in message
+    assert "models[a].port = 8000" in message and "a port of its own" in message
+
+
+def test_port_in_use_is_rejected(good, tmp_path):
+    message = _bad(tmp_path, good, lambda r: None, in_use={8000})
+    assert "models[m1].port = 8000" in message and "already listens" in message
+
+
+def test_model_port_clashing_with_s3_port(good, tmp_path):
+    message = _bad(tmp_path, good, _models(port=9000))
+    assert "models[m1].port = 9000" in message and "S3 server" in message
+
+
+def test_default_credentials_rejected_outside_dev(good, tmp_path):
+    message = _bad(tmp_path, good, _set(environment="production"), stack="prod")
+    assert "rustfsAccessKey/rustfsSecretKey" in message and "rustfsadmin" in message and "only when" in message
+
+
+def test_production_with_own_credentials_loads(good, tmp_path):
+    cfg = load({**good, "environment": "production", "rustfsAccessKey": "prod-access-key-0001",
+                "rustfsSecretKey": "prod-secret-key-0001"}, tmp_path, stack="prod")
+    assert not cfg.uses_default_credentials
+
+
+def test_wrong_type_is_rejected(good, tmp_path):
+    assert "rustfs-vllm:rustfsPort = 'ninety'" in _bad(tmp_path, good, _set(rustfsPort="ninety"))
+    assert "rustfs-vllm:purgeOnDestroy = 'yes'" in _bad(tmp_path, good, _set(purgeOnDestroy="yes"))
+
+
+def test_all_problems_are_reported_together(good, tmp_path):
+    message = _bad(tmp_path, good, _set(bucket="X", vllmRestart="never", smokeMaxTokens=999))
+    assert message.count("\n  - ") == 3
+
+
+def test_mount_path_already_mounted_by_something_else(good, tmp_path):
+    message = _bad(tmp_path, good, _set(mountPath="/proc"))
+    assert "rustfs-vllm:mountPath = '/proc'" in message and "proc filesystem" in message
