@@ -18,7 +18,7 @@ def make_model(folder: Path, weights_bytes: int = 4096, max_positions: int = 204
     (folder / "tokenizer.json").write_text(json.dumps({"version": "1.0", "seed": seed}))
     (folder / "tokenizer_config.json").write_text("{}")
     rnd = __import__("random").Random(seed)
-    (folder / "model.safetensors").write_bytes(bytes(rnd.getrandbits(8) for _ in range(weights_bytes)))
+    (folder / "model.safetensors").write_bytes(rnd.randbytes(weights_bytes))
     for name, data in (extra or {}).items():
         p = folder / name
         p.parent.mkdir(parents=True, exist_ok=True)

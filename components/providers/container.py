@@ -138,6 +138,10 @@ class ContainerProvider(ResourceProvider):
             c = client.containers.run(props["image"], **kwargs)
         except docker.errors.APIError as exc:
             explanation = getattr(exc, "explanation", None) or str(exc)
+            try:  # created but not started (a port in use, say): leave nothing behind
+                client.containers.get(name).remove(force=True)
+            except docker.errors.NotFound:
+                pass
             raise RuntimeError(f"container {name}: Docker refused to start it: {explanation}") from None
         waited = 0.0
         if props.get("ready_url"):

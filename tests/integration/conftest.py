@@ -1,0 +1,65 @@
+"""A real S3 server process for the integration tests: `rclone serve s3` (the S3-compatible server
+from rclone, NOT RustFS) on a loopback port, storing objects in a temporary folder."""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from components.providers import s3
+from tests.helpers import free_port
+
+ACCESS = "integration-access-0001"
+SECRET = "integration-secret-0001"
+
+
+@dataclass
+class S3Server:
+    endpoint: str
+    root: Path               # backing folder: <root>/<bucket>/<key>
+    proc: subprocess.Popen
+    port: int
+
+    def props(self, **extra):
+        return {"endpoint": self.endpoint, "access_key": ACCESS, "secret_key": SECRET, **extra}
+
+    def client(self):
+        return s3.client(self.endpoint, ACCESS, SECRET)
+
+
+def start_server(root: Path, port: int) -> subprocess.Popen:
+    env = {"PATH": os.environ["PATH"], "HOME": str(root.parent), "RCLONE_AUTH_KEY": f'"{ACCESS},{SECRET}"'}
+    proc = subprocess.Popen([shutil.which("rclone"), "serve", "s3", str(root), "--addr", f"127.0.0.1:{port}",
+                             "--config", "/dev/null"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        try:
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=1)
+            break
+        except urllib.error.HTTPError:
+            break
+        except OSError:
+            time.sleep(0.1)
+    else:
+        proc.kill()
+        raise RuntimeError("rclone serve s3 did not start")
+    return proc
+
+
+@pytest.fixture
+def s3_server(tmp_path):
+    root = tmp_path / "s3data"
+    root.mkdir()
+    port = free_port()
+    proc = start_server(root, port)
+    server = S3Server(f"http://127.0.0.1:{port}", root, proc, port)
+    yield server
+    proc.terminate()
+    proc.wait(timeout=10)
