@@ -31,8 +31,8 @@ def read_raw() -> tuple[dict[str, Any], list[str]]:
     for key, kind in KEYS.items():
         full = f"{NAMESPACE}:{key}"
         value = runtime_config.get_config(full)
-        if value is None:
-            continue
+        if value is None or value == "":
+            continue  # unset: Pulumi.yaml declares "" where our default is computed
         if kind == "secret" and not runtime_config.is_config_secret(full):
             problems.append(f"{full} is set in plain text; allowed: a secret, set with "
                             f"`pulumi config set --secret {key} ...` so it is encrypted in Pulumi.<stack>.yaml")
