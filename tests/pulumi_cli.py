@@ -1,0 +1,63 @@
+"""Runs the real pulumi CLI (built by scripts/bootstrap) for a test stack, and reads its state."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+from pathlib import Path
+
+from tests.helpers import pulumi_env
+
+
+class Stack:
+    def __init__(self, workdir: Path, name: str) -> None:
+        self.workdir = workdir
+        self.name = name
+        self.env = pulumi_env()
+        self.timings: dict[str, float] = {}
+
+    def run(self, *args: str, check: bool = True, stdin: str | None = None, timeout: int = 1500,
+            label: str | None = None) -> subprocess.CompletedProcess:
+        started = time.monotonic()
+        args_l = list(args)
+        at = args_l.index("--") if "--" in args_l else len(args_l)
+        cmd = ["pulumi", *args_l[:at], "--stack", self.name, "--non-interactive", *args_l[at:]]
+        proc = subprocess.run(cmd, cwd=self.workdir,
+                              env=self.env, input=stdin, capture_output=True, text=True, timeout=timeout)
+        if label:
+            self.timings[label] = round(time.monotonic() - started, 2)
+        if check and proc.returncode != 0:
+            raise AssertionError(f"pulumi {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout[-6000:]}\n{proc.stderr[-3000:]}")
+        return proc
+
+    def init(self) -> None:
+        subprocess.run(["pulumi", "stack", "init", self.name, "--non-interactive"], cwd=self.workdir, env=self.env,
+                       capture_output=True, text=True, check=True)
+
+    def set(self, key: str, value: str, secret: bool = False, path: bool = False) -> None:
+        args = ["config", "set", key]
+        if path:
+            args.append("--path")
+        if secret:
+            args.append("--secret")  # value from stdin: never on a command line
+            self.run(*args, stdin=value)
+        else:
+            self.run(*args, "--", value)
+
+    def outputs(self) -> dict:
+        return json.loads(self.run("stack", "output", "--json").stdout)
+
+    def state(self) -> dict:
+        """The stack's deployment as exported by the CLI (secrets stay encrypted)."""
+        return json.loads(self.run("stack", "export").stdout)
+
+    def resource_outputs(self, type_suffix: str) -> list[dict]:
+        return [r.get("outputs", {}) for r in self.state()["deployment"].get("resources", [])
+                if r["type"].endswith(type_suffix)]
+
+    def remove(self) -> None:
+        self.run("stack", "rm", "--yes", "--force", check=False)
+        cfg = self.workdir / f"Pulumi.{self.name}.yaml"
+        if cfg.exists():
+            os.remove(cfg)
