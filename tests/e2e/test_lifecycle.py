@@ -1,0 +1,224 @@
+"""End to end, on a local backend with the real engine, the real Docker engine, the rclone serve s3
+stand-in (NOT RustFS), rclone over FUSE and a real vLLM serving SmolLM2-135M-Instruct. Every step
+checks the machine itself (containers, /proc/mounts, objects in the server's volume), not
+Pulumi's idea of it."""
+from __future__ import annotations
+
+import hashlib
+import json
+import secrets
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+import docker
+import pytest
+from openai import OpenAI
+
+from components.providers import s3
+from tests.helpers import ROOT, free_port
+from tests.pulumi_cli import Stack
+
+MODEL = ROOT / "models" / "SmolLM2-135M-Instruct"
+VLLM_IMAGE = "rustfs-vllm/vllm-openai-cpu:0.30.0"
+S3_IMAGE = "rustfs-vllm/rclone-s3-standin:1.75.2"
+SERVED = "smollm2"
+PREFIX = "SmolLM2-135M-Instruct"
+BUCKET = "e2e-models"
+PROMPT = "RustFS is"
+RESULTS = ROOT / ".state" / "e2e-timings.json"
+
+pytestmark = pytest.mark.skipif(not MODEL.joinpath("model.safetensors").exists(),
+                                reason="scripts/build-smollm2-model has not run (scripts/test runs it)")
+
+
+def sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def mounts_at(path: str) -> list[list[str]]:
+    with open("/proc/mounts") as fh:
+        return [line.split() for line in fh if line.split()[1] == path]
+
+
+def volume_files(client: docker.DockerClient, volume: str) -> dict[str, tuple[int, int]]:
+    """{key: (size, mtime_ns)} of the objects the S3 server keeps in its volume."""
+    base = Path(client.volumes.get(volume).attrs["Mountpoint"])
+    return {str(p.relative_to(base)): (p.stat().st_size, p.stat().st_mtime_ns)
+            for p in base.rglob("*") if p.is_file() and not p.name.startswith(".")}
+
+
+def complete(base_url: str, model: str) -> str:
+    client = OpenAI(base_url=base_url, api_key="EMPTY", timeout=120)
+    return client.completions.create(model=model, prompt=PROMPT, max_tokens=12, temperature=0).choices[0].text
+
+
+def wait_models(base_url: str, model: str, container, timeout: int = 600) -> None:
+    import urllib.request
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(f"{base_url}/models", timeout=5) as r:
+                if model in r.read().decode():
+                    return
+        except OSError:
+            pass
+        container.reload()
+        assert container.status == "running", container.logs(tail=30).decode()
+        time.sleep(1)
+    raise AssertionError("reference vLLM never got ready")
+
+
+def last_transfer(stack: Stack) -> dict:
+    [outs] = stack.resource_outputs("rustfs-vllm:ModelUpload")
+    return outs["last_transfer"]
+
+
+@pytest.fixture(scope="module")
+def env(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("e2e")
+    model = tmp / PREFIX
+    shutil.copytree(MODEL, model, ignore=shutil.ignore_patterns(".complete"))
+    tag = secrets.token_hex(3)
+    stack = Stack(ROOT, f"e2e-{tag}")
+    stack.init()
+    s3_port, vllm_port = free_port(), free_port()
+    prefix = f"rvllm-e2e-{tag}"
+    access, secret = f"e2e-access-{secrets.token_hex(6)}", secrets.token_urlsafe(18)
+    for key, value in {
+        "environment": "test", "namePrefix": prefix, "s3Server": "rclone-serve-s3", "rustfsImage": S3_IMAGE,
+        "rustfsPort": str(s3_port), "bindAddress": "127.0.0.1", "bucket": BUCKET,
+        "mountPath": f"/mnt/{prefix}", "mountCacheDir": str(tmp / "rclone-cache"), "vllmImage": VLLM_IMAGE,
+        "vllmReadyTimeout": "600", "smokeMaxTokens": "12",
+    }.items():
+        stack.set(key, value)
+    stack.set("rustfsAccessKey", access, secret=True)
+    stack.set("rustfsSecretKey", secret, secret=True)
+    models = [{"name": SERVED, "source": str(model), "prefix": PREFIX, "port": vllm_port, "dtype": "float32",
+               "maxModelLen": 512, "kvCacheSpaceGib": 1, "extraArgs": ["--enforce-eager"]}]
+    cfg_file = ROOT / f"Pulumi.{stack.name}.yaml"
+    import yaml
+
+    data = yaml.safe_load(cfg_file.read_text())
+    data["config"]["rustfs-vllm:models"] = models
+    cfg_file.write_text(yaml.safe_dump(data, sort_keys=False))
+    ctx = {"stack": stack, "model": model, "prefix": prefix, "s3_port": s3_port, "vllm_port": vllm_port,
+           "access": access, "secret": secret, "tmp": tmp, "mount": f"/mnt/{prefix}",
+           "volume": f"{prefix}-data", "base_url": f"http://127.0.0.1:{vllm_port}/v1"}
+    yield ctx
+    stack.run("destroy", "--yes", "--skip-preview", check=False)
+    stack.remove()
+    client = docker.from_env()
+    for c in client.containers.list(all=True, filters={"label": f"rustfs-vllm.stack={stack.name}"}):
+        c.remove(force=True)
+    try:
+        client.volumes.get(ctx["volume"]).remove(force=True)
+    except docker.errors.NotFound:
+        pass
+    RESULTS.parent.mkdir(exist_ok=True)
+    RESULTS.write_text(json.dumps(stack.timings, indent=2))
+    print("e2e timings:", json.dumps(stack.timings))
+
+
+def test_lifecycle(env):
+    stack: Stack = env["stack"]
+    client = docker.from_env()
+    ours = {"label": f"rustfs-vllm.stack={stack.name}"}
+    model: Path = env["model"]
+
+    # 1. preview of an empty stack lists every resource and creates nothing
+    out = stack.run("preview", "--json", label="preview_empty").stdout
+    steps = json.loads(out)["steps"]
+    created = sorted(s["urn"].split("::")[-1] for s in steps if s["op"] == "create")
+    assert {"s3-container", "bucket-bucket", f"model-{PREFIX}-objects", "mount-command",
+            f"vllm-{PREFIX}-container", f"smoke-{PREFIX}-completion"} <= set(created)
+    assert client.containers.list(all=True, filters=ours) == []
+    assert mounts_at(env["mount"]) == []
+    with pytest.raises(docker.errors.NotFound):
+        client.volumes.get(env["volume"])
+
+    # 2. up, then the same answer as the same image serving the local copy directly
+    stack.run("up", "--yes", "--skip-preview", label="up_cold")
+    outputs = stack.outputs()
+    assert outputs["s3_server"] == "rclone serve s3 (S3-compatible stand-in, not RustFS)"
+    served = complete(env["base_url"], SERVED)
+    assert outputs["smoke_completions"][SERVED] == served
+    ref_port = free_port()
+    ref = client.containers.run(VLLM_IMAGE, ["--model", f"/models/{PREFIX}", "--served-model-name", SERVED,
+                                             "--dtype", "float32", "--max-model-len", "512", "--enforce-eager"],
+                                name=f"{env['prefix']}-reference", detach=True, shm_size="2g",
+                                environment={"VLLM_CPU_KVCACHE_SPACE": "1"},
+                                ports={"8000/tcp": ("127.0.0.1", ref_port)},
+                                volumes={str(model): {"bind": f"/models/{PREFIX}", "mode": "ro"}})
+    try:
+        wait_models(f"http://127.0.0.1:{ref_port}/v1", SERVED, ref)
+        assert complete(f"http://127.0.0.1:{ref_port}/v1", SERVED) == served
+    finally:
+        ref.remove(force=True)
+    [vllm] = client.containers.list(filters={"label": [f"rustfs-vllm.stack={stack.name}", "rustfs-vllm.role=vllm"]})
+    inside = vllm.exec_run(["sha256sum", f"/models/{PREFIX}/model.safetensors"]).output.decode().split()[0]
+    assert inside == sha256(model / "model.safetensors")
+
+    # 3. the machine: read-only FUSE mount, the bind and argv, every object equal to its source
+    [mnt] = mounts_at(env["mount"])
+    assert mnt[2] == "fuse.rclone" and "ro" in mnt[3].split(",")
+    vllm.reload()
+    [bind] = [m for m in vllm.attrs["Mounts"] if m["Destination"] == "/models"]
+    assert bind["Source"] == env["mount"] and bind["RW"] is False
+    assert vllm.attrs["Config"]["Cmd"] == ["--model", f"/models/{PREFIX}", "--served-model-name", SERVED, "--dtype",
+                                         "float32", "--max-model-len", "512", "--enforce-eager"]
+    c = s3.client(f"http://127.0.0.1:{env['s3_port']}", env["access"], env["secret"])
+    for f in sorted(p for p in model.iterdir() if p.is_file()):
+        body = c.get_object(Bucket=BUCKET, Key=f"{PREFIX}/{f.name}")["Body"].read()
+        assert len(body) == f.stat().st_size and hashlib.sha256(body).hexdigest() == sha256(f), f.name
+
+    # 4. no changes
+    stack.run("preview", "--expect-no-changes", label="preview_noop")
+
+    # 5. one small file changes: only the upload (and what follows it) changes; one object is sent
+    before = volume_files(client, env["volume"])
+    gen = json.loads((model / "generation_config.json").read_text())
+    gen["e2e_marker"] = stack.name
+    (model / "generation_config.json").write_text(json.dumps(gen))
+    preview = json.loads(stack.run("preview", "--json", label="preview_change").stdout)
+    changed = {s["urn"].split("::")[-1]: s["op"] for s in preview["steps"] if s["op"] != "same"}
+    assert changed[f"model-{PREFIX}-objects"] == "update"
+    assert set(changed) <= {f"model-{PREFIX}-objects", "mount-command", f"vllm-{PREFIX}-container",
+                            f"smoke-{PREFIX}-completion"}, changed
+    stack.run("up", "--yes", "--skip-preview", label="up_one_file")
+    after = volume_files(client, env["volume"])
+    rewritten = sorted(k for k in after if after[k] != before.get(k))
+    assert rewritten == [f"{BUCKET}/{PREFIX}/generation_config.json"]
+    assert last_transfer(stack)["bytes"] == (model / "generation_config.json").stat().st_size
+    assert complete(env["base_url"], SERVED) == served
+
+    # 6. refresh finds no drift
+    stack.run("refresh", "--yes", "--expect-no-changes", label="refresh")
+
+    # 7. destroy: containers and mount gone, objects kept
+    stack.run("destroy", "--yes", "--skip-preview", label="destroy")
+    assert client.containers.list(all=True, filters=ours) == []
+    assert mounts_at(env["mount"]) == []
+    kept = volume_files(client, env["volume"])
+    assert kept == after
+
+    # 8. up again: serving again, nothing uploaded
+    stack.run("up", "--yes", "--skip-preview", label="up_again")
+    assert last_transfer(stack)["bytes"] == 0
+    assert volume_files(client, env["volume"]) == kept
+    assert complete(env["base_url"], SERVED) == served
+
+    # 9. destroy with purge: the model's prefix goes, a foreign object stays
+    c = s3.client(f"http://127.0.0.1:{env['s3_port']}", env["access"], env["secret"])
+    c.put_object(Bucket=BUCKET, Key="foreign/keep.txt", Body=b"not managed by the stack")
+    stack.set("purgeOnDestroy", "true")
+    stack.run("up", "--yes", "--skip-preview", label="up_purge_flag")
+    stack.run("destroy", "--yes", "--skip-preview", label="destroy_purge")
+    left = volume_files(client, env["volume"])
+    assert sorted(left) == [f"{BUCKET}/foreign/keep.txt"]
