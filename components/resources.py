@@ -16,7 +16,7 @@ from .providers.container import ContainerProvider
 from .providers.model_upload import ModelUploadProvider
 from .providers.smoke import CompletionProvider
 
-CREDENTIALS = ["access_key", "secret_key", "environment", "env", "secrets", "ready_headers", "headers"]
+CREDENTIALS = ["access_key", "secret_key", "environment", "secret_env", "secrets", "ready_headers", "headers"]
 
 
 def _opts(opts: Optional[pulumi.ResourceOptions]) -> pulumi.ResourceOptions:

@@ -52,17 +52,18 @@ class S3Server(pulumi.ComponentResource):
         ports = [{"internal": 9000, "external": args.port, "ip": args.bind_address}]
         creds = pulumi.Output.all(args.access_key, args.secret_key)
         if args.kind == "rustfs":
-            env = creds.apply(lambda c: {
-                "RUSTFS_ACCESS_KEY": c[0], "RUSTFS_SECRET_KEY": c[1], "RUSTFS_VOLUMES": "/data",
-                "RUSTFS_ADDRESS": ":9000", "RUSTFS_CONSOLE_ENABLE": "true" if args.console_enable else "false",
-                "RUSTFS_CONSOLE_ADDRESS": ":9001"})
+            env = {"RUSTFS_VOLUMES": "/data", "RUSTFS_ADDRESS": ":9000",
+                   "RUSTFS_CONSOLE_ENABLE": "true" if args.console_enable else "false",
+                   "RUSTFS_CONSOLE_ADDRESS": ":9001"}
+            secret_env = creds.apply(lambda c: {"RUSTFS_ACCESS_KEY": c[0], "RUSTFS_SECRET_KEY": c[1]})
             if args.console_enable:
                 ports.append({"internal": 9001, "external": args.console_port, "ip": args.bind_address})
             command: list[str] = []
             ready_url, any_status = f"http://127.0.0.1:{args.port}/health/ready", False
         elif args.kind == "rclone-serve-s3":
             # rclone reads --auth-key from RCLONE_AUTH_KEY; the quotes keep "ak,sk" one CSV field.
-            env = creds.apply(lambda c: {"RCLONE_AUTH_KEY": f'"{c[0]},{c[1]}"'})
+            env = {}
+            secret_env = creds.apply(lambda c: {"RCLONE_AUTH_KEY": f'"{c[0]},{c[1]}"'})
             command = ["serve", "s3", "/data", "--addr", ":9000", "--config", "/dev/null"]
             ready_url, any_status = f"http://127.0.0.1:{args.port}/", True
         else:
@@ -72,7 +73,9 @@ class S3Server(pulumi.ComponentResource):
                 "name": f"{args.name_prefix}-s3",
                 "image": args.image,
                 "command": command,
-                "env": pulumi.Output.secret(env),
+                "env": env,
+                # credentials reach the server from files mounted into the container, not its config
+                "secret_env": pulumi.Output.secret(secret_env),
                 "secrets": pulumi.Output.secret(creds.apply(list)),
                 "labels": labels,
                 "ports": ports,

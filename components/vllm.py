@@ -57,16 +57,15 @@ class VllmServer(pulumi.ComponentResource):
     def __init__(self, name: str, args: VllmServerArgs, opts: Optional[pulumi.ResourceOptions] = None) -> None:
         super().__init__("rustfs-vllm:serving:VllmServer", name, None, opts)
         api_key = pulumi.Output.secret(args.api_key)
-        env = api_key.apply(lambda k: {
-            **dict(args.env),
-            **({"VLLM_CPU_KVCACHE_SPACE": f"{args.kv_cache_space_gib:g}"} if args.kv_cache_space_gib else {}),
-            **({"VLLM_API_KEY": k} if k else {}),
-        })
+        env = {**dict(args.env),
+               **({"VLLM_CPU_KVCACHE_SPACE": f"{args.kv_cache_space_gib:g}"} if args.kv_cache_space_gib else {})}
         self.container = ContainerResource(f"{name}-container", {
             "name": args.container_name,
             "image": args.image,
             "command": vllm_argv(args),
-            "env": pulumi.Output.secret(env),
+            "env": env,
+            # the API key reaches vLLM from a file mounted into the container, not its config
+            "secret_env": pulumi.Output.secret(api_key.apply(lambda k: {"VLLM_API_KEY": k} if k else {})),
             "secrets": pulumi.Output.secret(api_key.apply(lambda k: [k] if k else [])),
             "labels": {"rustfs-vllm.stack": args.stack, "rustfs-vllm.role": "vllm",
                        "rustfs-vllm.model": args.served_name},

@@ -15,6 +15,8 @@ create; a foreign container with the same name is an error, never removed.
 """
 from __future__ import annotations
 
+import os
+import shutil
 import time
 import urllib.error
 import urllib.request
@@ -24,6 +26,38 @@ from pulumi.dynamic import CheckFailure, CheckResult, CreateResult, DiffResult, 
 
 LABEL_STACK = "rustfs-vllm.stack"
 IN_PLACE = ("ready_timeout",)  # inputs whose change needs no new container
+SECRETS_HOST_DIR = "/run/rustfs-vllm/secrets"     # tmpfs on most hosts: secrets never hit the disk
+SECRETS_IN_CONTAINER = "/run/rustfs-vllm-secrets"
+# Exports every file of the secrets folder as an environment variable, then runs the image's own
+# entrypoint and command: the values are in the container's process environment but not in its
+# configuration, so `docker inspect` shows only this script and the folder's path.
+SECRET_ENTRYPOINT = ('for f in ' + SECRETS_IN_CONTAINER + '/*; do [ -f "$f" ] && '
+                     'export "$(basename "$f")=$(cat "$f")"; done; exec "$@"')
+
+
+def _secret_dir(name: str) -> str:
+    return os.path.join(SECRETS_HOST_DIR, name)
+
+
+def write_secret_files(name: str, secret_env: dict[str, str], uid: int, gid: int) -> str:
+    """One mode-0400 file per variable, owned by the container's user; the folder's path."""
+    folder = _secret_dir(name)
+    shutil.rmtree(folder, ignore_errors=True)
+    os.makedirs(SECRETS_HOST_DIR, mode=0o711, exist_ok=True)
+    os.makedirs(folder, mode=0o711)
+    for key, value in secret_env.items():
+        path = os.path.join(folder, key)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o400)
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(str(value))
+        os.chown(path, uid, gid)
+    return folder
+
+
+def _image_user(image: Any, override: str | None) -> tuple[int, int]:
+    user = override or image.attrs.get("Config", {}).get("User") or "0"
+    uid, _, gid = user.partition(":")
+    return (int(uid) if uid.isdigit() else 0, int(gid) if gid.isdigit() else (int(uid) if uid.isdigit() else 0))
 
 
 def _client() -> Any:
@@ -95,7 +129,7 @@ class ContainerProvider(ResourceProvider):
         client = _client()
         name = props["name"]
         try:
-            client.images.get(props["image"])
+            image = client.images.get(props["image"])
         except docker.errors.ImageNotFound:
             raise RuntimeError(f"image {props['image']!r} for container {name} is not on this Docker host; "
                                "pull or build it first (see README: images)") from None
@@ -126,8 +160,18 @@ class ContainerProvider(ResourceProvider):
             else:
                 device_requests = [DeviceRequest(device_ids=gpus.split(","), capabilities=[["gpu"]])]
         restart = props.get("restart") or "no"
+        entrypoint = props.get("entrypoint") or None
+        command = props.get("command") or None
+        secret_env = props.get("secret_env") or {}
+        if secret_env:
+            cfg = image.attrs.get("Config", {})
+            folder = write_secret_files(name, secret_env, *_image_user(image, props.get("user")))
+            mounts.append(Mount(target=SECRETS_IN_CONTAINER, source=folder, type="bind", read_only=True))
+            inner = list(entrypoint or cfg.get("Entrypoint") or []) + list(command or cfg.get("Cmd") or [])
+            entrypoint = ["/bin/sh", "-c", SECRET_ENTRYPOINT, "rustfs-vllm-secrets"]
+            command = inner
         kwargs: dict[str, Any] = dict(
-            name=name, command=props.get("command") or None, entrypoint=props.get("entrypoint") or None,
+            name=name, command=command, entrypoint=entrypoint,
             environment=props.get("env") or {}, labels=props.get("labels") or {}, mounts=mounts, ports=ports,
             detach=True, restart_policy={"Name": restart} if restart != "no" else None,
             device_requests=device_requests, user=props.get("user") or None,
@@ -142,6 +186,7 @@ class ContainerProvider(ResourceProvider):
                 client.containers.get(name).remove(force=True)
             except docker.errors.NotFound:
                 pass
+            shutil.rmtree(_secret_dir(name), ignore_errors=True)
             raise RuntimeError(f"container {name}: Docker refused to start it: {explanation}") from None
         waited = 0.0
         if props.get("ready_url"):
@@ -151,6 +196,7 @@ class ContainerProvider(ResourceProvider):
                                     props.get("ready_headers") or None, bool(props.get("ready_any_status")))
             except Exception:
                 c.remove(force=True)  # a container that never got ready is not left behind
+                shutil.rmtree(_secret_dir(name), ignore_errors=True)
                 raise
         c.reload()
         return CreateResult(c.id, {**props, "container_id": c.id, "ready_seconds": round(waited, 2)})
@@ -183,3 +229,5 @@ class ContainerProvider(ResourceProvider):
             _client().containers.get(id_).remove(force=True)
         except docker.errors.NotFound:
             pass
+        if props.get("name"):
+            shutil.rmtree(_secret_dir(props["name"]), ignore_errors=True)

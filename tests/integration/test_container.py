@@ -22,7 +22,7 @@ def client():
 
 def props(image, name, port, **extra):
     return {"name": name, "image": image, "command": ["serve", "s3", "/data", "--addr", ":9000", "--config", "/dev/null"],
-            "env": {"RCLONE_AUTH_KEY": '"container-access-01,container-secret-01"'},
+            "env": {}, "secret_env": {"RCLONE_AUTH_KEY": '"container-access-01,container-secret-01"'},
             "secrets": ["container-access-01", "container-secret-01"],
             "labels": {"rustfs-vllm.stack": "itest"}, "ports": [{"internal": 9000, "external": port, "ip": "127.0.0.1"}],
             "mounts": [], "restart": "no", "ready_url": f"http://127.0.0.1:{port}/", "ready_any_status": True,
@@ -44,6 +44,28 @@ def test_create_waits_for_ready_then_delete_is_idempotent(image, client):
         client.containers.get(res.id)
     p.delete(res.id, res.outs)                      # already gone
     assert p.read(res.id, res.outs).id is None      # refresh sees it gone
+
+
+def test_secrets_reach_the_server_but_not_docker_inspect(image, client):
+    import json
+    import os
+
+    from components.providers import s3
+
+    port = free_port()
+    p = ContainerProvider()
+    res = p.create(props(image, "rvllm-itest-c7", port))
+    try:
+        inspect = json.dumps(client.api.inspect_container(res.id))
+        assert "container-secret-01" not in inspect and "container-access-01" not in inspect
+        c = s3.client(f"http://127.0.0.1:{port}", "container-access-01", "container-secret-01")
+        c.create_bucket(Bucket="works")                      # the server got the credentials
+        folder = "/run/rustfs-vllm/secrets/rvllm-itest-c7"
+        st = os.stat(f"{folder}/RCLONE_AUTH_KEY")
+        assert oct(st.st_mode & 0o777) == "0o400" and st.st_uid == 10001
+    finally:
+        p.delete(res.id, res.outs)
+    assert not os.path.exists("/run/rustfs-vllm/secrets/rvllm-itest-c7")
 
 
 def test_exiting_container_fails_with_its_logs_and_is_removed(image, client):

@@ -88,8 +88,9 @@ def test_dev_stack_reproduces_the_guide(dev):
     assert mount["target"] == "/models" and mount["read_only"] is True and mount["source"].endswith("vllm-models")
     server = dev.one(":Container", "s3-container")
     assert server.plain("image") == "rustfs/rustfs-x86-musl:v2.3.1"
-    env = server.plain("env")
-    assert env["RUSTFS_ACCESS_KEY"] == "rustfsadmin" and env["RUSTFS_VOLUMES"] == "/data"
+    assert server.plain("env")["RUSTFS_VOLUMES"] == "/data"
+    assert server.plain("secret_env") == {"RUSTFS_ACCESS_KEY": "rustfsadmin", "RUSTFS_SECRET_KEY": "rustfsadmin"}
+    assert server.is_secret("secret_env") and "RUSTFS_SECRET_KEY" not in server.plain("env")
     assert server.plain("ready_url").endswith(":9000/health/ready")
     assert dev.one("dynamic/rustfs-vllm:Bucket").plain("bucket") == "vllm-models"
     assert dev.one("dynamic/rustfs-vllm:ModelUpload").plain("prefix") == "opt-125m"
@@ -114,6 +115,7 @@ def test_prod_example_shape(prod):
     b = next(r for r in vllms if r.plain("name").endswith("-b"))
     assert b.plain("env")["VLLM_CPU_KVCACHE_SPACE"] == "2" and "--gpu-memory-utilization" not in b.plain("command")
     assert b.plain("ready_headers") == {"Authorization": f"Bearer {SECRETS[2]}"}
+    assert b.plain("secret_env") == {"VLLM_API_KEY": SECRETS[2]} and "VLLM_API_KEY" not in b.plain("env")
     assert prod.one("dynamic/rustfs-vllm:Bucket").plain("endpoint") == "http://rustfs.internal:9000"
 
 
