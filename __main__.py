@@ -13,7 +13,8 @@ from components.stack import ServingStack, ServingStackArgs
 raw, problems = settings.read_raw()
 try:
     cfg = config.load(raw, settings.stack_name(), os.path.dirname(os.path.abspath(__file__)),
-                      port_in_use=machine.port_checker(settings.stack_name()), memory_bytes=machine.memory_bytes)
+                      port_in_use=machine.port_checker(settings.stack_name()), memory_bytes=machine.memory_bytes,
+                      image_present=machine.image_present, fuse_available=machine.fuse_available)
     if problems:
         raise config.ConfigError(problems)
 except config.ConfigError as exc:

@@ -140,10 +140,13 @@ class _Reader:
 
 def load(raw: Mapping[str, Any], stack: str, project_dir: str,
          port_in_use: Callable[[str, int], bool] | None = None,
-         memory_bytes: Callable[[], int] | None = None) -> StackConfig:
+         memory_bytes: Callable[[], int] | None = None,
+         image_present: Callable[[str], Optional[bool]] | None = None,
+         fuse_available: Callable[[], bool] | None = None) -> StackConfig:
     """Validate ``raw`` (config key without namespace -> value) into a StackConfig or raise ConfigError.
 
-    ``port_in_use`` and ``memory_bytes`` look at the machine; tests may pass their own.
+    ``port_in_use``, ``memory_bytes``, ``image_present`` and ``fuse_available`` look at the
+    machine (components.machine); left out, those checks are skipped.
     """
     import os
 
@@ -242,6 +245,18 @@ def load(raw: Mapping[str, Any], stack: str, project_dir: str,
     smoke_tokens = r.get("smokeMaxTokens", 12, int, "an integer 1-256")
     if not 1 <= smoke_tokens <= 256:
         r.bad("smokeMaxTokens", smoke_tokens, "an integer 1-256")
+
+    if fuse_available is not None and not fuse_available():
+        r.bad("mountPath", mount_path, "a path on a host with FUSE: /dev/fuse is missing or not a character "
+                                       "device (load the fuse module, or run the container with --device /dev/fuse)")
+    if image_present is not None:
+        images = [("vllmImage", vllm_image)] + ([("rustfsImage", rustfs_image)] if s3_server != "external" else [])
+        for key, image in images:
+            if image_present(image) is False:
+                r.bad(key, image, "an image present on this Docker host: pull it, or run scripts/build-images "
+                                  "for the offline stack's images")
+    if s3_server != "external" and port_in_use is not None and port_in_use(bind_address, rustfs_port):
+        r.bad("rustfsPort", rustfs_port, "a free port: another process already listens on it")
 
     state_dir = os.path.join(project_dir, ".state")
     models = _models(r, project_dir, port_in_use, memory_bytes)

@@ -6,6 +6,15 @@ import socket
 from typing import Callable
 
 
+def fuse_available() -> bool:
+    import stat
+
+    try:
+        return stat.S_ISCHR(os.stat("/dev/fuse").st_mode)
+    except OSError:
+        return False
+
+
 def memory_bytes() -> int:
     return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
 

@@ -18,11 +18,11 @@ class Stack:
         self.timings: dict[str, float] = {}
 
     def run(self, *args: str, check: bool = True, stdin: str | None = None, timeout: int = 1500,
-            label: str | None = None) -> subprocess.CompletedProcess:
+            label: str | None = None, prefix: tuple[str, ...] = ()) -> subprocess.CompletedProcess:
         started = time.monotonic()
         args_l = list(args)
         at = args_l.index("--") if "--" in args_l else len(args_l)
-        cmd = ["pulumi", *args_l[:at], "--stack", self.name, "--non-interactive", *args_l[at:]]
+        cmd = [*prefix, "pulumi", *args_l[:at], "--stack", self.name, "--non-interactive", *args_l[at:]]
         proc = subprocess.run(cmd, cwd=self.workdir,
                               env=self.env, input=stdin, capture_output=True, text=True, timeout=timeout)
         if label:
@@ -44,6 +44,25 @@ class Stack:
             self.run(*args, stdin=value)
         else:
             self.run(*args, "--", value)
+
+    def write_config(self, config: dict, raw_text: str | None = None) -> None:
+        """Replace the stack's config file (keeping its encryption salt): plain keys only."""
+        import yaml
+
+        path = self.workdir / f"Pulumi.{self.name}.yaml"
+        try:
+            salt = (yaml.safe_load(path.read_text()) or {}).get("encryptionsalt") if path.exists() else None
+        except yaml.YAMLError:
+            salt = None
+        salt = salt or getattr(self, "_salt", None)
+        self._salt = salt
+        if raw_text is not None:
+            path.write_text(raw_text)
+            return
+        data = {"config": {f"rustfs-vllm:{k}": v for k, v in config.items()}}
+        if salt:
+            data["encryptionsalt"] = salt
+        path.write_text(yaml.safe_dump(data, sort_keys=False))
 
     def outputs(self) -> dict:
         return json.loads(self.run("stack", "output", "--json").stdout)

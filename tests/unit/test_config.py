@@ -218,3 +218,27 @@ def test_all_problems_are_reported_together(good, tmp_path):
 def test_mount_path_already_mounted_by_something_else(good, tmp_path):
     message = _bad(tmp_path, good, _set(mountPath="/proc"))
     assert "rustfs-vllm:mountPath = '/proc'" in message and "proc filesystem" in message
+
+
+def test_missing_images_are_rejected(good, tmp_path):
+    raw = dict(good)
+    with pytest.raises(config.ConfigError) as info:
+        config.load(raw, "dev", str(tmp_path), image_present=lambda image: image.startswith("rustfs/"))
+    msg = str(info.value)
+    assert "rustfs-vllm:vllmImage = 'vllm/vllm-openai-cpu:v0.30.0'" in msg and "scripts/build-images" in msg
+    assert "rustfsImage" not in msg
+
+
+def test_unknown_image_presence_is_not_an_error(good, tmp_path):
+    config.load(dict(good), "dev", str(tmp_path), image_present=lambda image: None)  # Docker not answering
+
+
+def test_fuse_unavailable_is_rejected(good, tmp_path):
+    with pytest.raises(config.ConfigError) as info:
+        config.load(dict(good), "dev", str(tmp_path), fuse_available=lambda: False)
+    assert "rustfs-vllm:mountPath" in str(info.value) and "/dev/fuse is missing" in str(info.value)
+
+
+def test_s3_port_in_use_is_rejected(good, tmp_path):
+    message = _bad(tmp_path, good, lambda r: None, in_use={9000})
+    assert "rustfs-vllm:rustfsPort = 9000" in message and "already listens" in message

@@ -1,0 +1,24 @@
+"""Shared pieces of the reliability tests: a real S3 server process we can stop and start, and
+checks that look at the machine (containers, mounts, volumes, buckets)."""
+from __future__ import annotations
+
+import docker
+
+from tests.integration.conftest import ACCESS, SECRET, S3Server, s3_server, start_server  # noqa: F401
+
+
+def leftovers(stack_name: str, mount_path: str, volume: str) -> list[str]:
+    """What a failed run left on the machine (empty when nothing)."""
+    found = []
+    client = docker.from_env()
+    for c in client.containers.list(all=True, filters={"label": f"rustfs-vllm.stack={stack_name}"}):
+        found.append(f"container {c.name}")
+    try:
+        client.volumes.get(volume)
+        found.append(f"volume {volume}")
+    except docker.errors.NotFound:
+        pass
+    with open("/proc/mounts") as fh:
+        if any(line.split()[1] == mount_path and line.split()[2] == "fuse.rclone" for line in fh):
+            found.append(f"rclone mount {mount_path}")
+    return found

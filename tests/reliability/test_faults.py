@@ -1,0 +1,291 @@
+"""Faults while the program runs, each with the real component broken for real, then secrets and
+data safety checked on the machine. One stack goes through the steps in order (module scope):
+
+  S3 server killed mid-upload -> SIGINT mid-run -> SIGKILL mid-upload -> converge (ps sampled,
+  logs kept) -> secrets scan -> rclone killed -> vLLM killed -> destroy with things already gone
+  -> purge touches only managed prefixes of the (adopted) bucket.
+
+The S3 server is an external `rclone serve s3` process (NOT RustFS) that the test stops and starts.
+"""
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shutil
+import signal
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import docker
+import pytest
+from openai import OpenAI
+
+from tests.helpers import ROOT, free_port
+from tests.integration.conftest import ACCESS, SECRET, start_server
+from tests.pulumi_cli import Stack
+
+MODEL = ROOT / "models" / "SmolLM2-135M-Instruct"
+PREFIX = "SmolLM2-135M-Instruct"
+BUCKET = "flt-models"
+SERVED = "smollm2"
+PAD_FILES = 4
+PAD_BYTES = 96 * 2**20
+RESULTS = ROOT / ".state" / "reliability-faults.json"
+_results: list[dict] = []
+
+pytestmark = pytest.mark.skipif(not MODEL.joinpath("model.safetensors").exists(),
+                                reason="scripts/build-smollm2-model has not run (scripts/test runs it)")
+
+
+def record(case: str, result: str, detail: str = "") -> None:
+    _results.append({"case": case, "result": result, "detail": detail})
+
+
+class World:
+    """The stack, the S3 server process and the paths the steps share."""
+
+    def __init__(self, tmp: Path) -> None:
+        self.tmp = tmp
+        self.root = tmp / "s3data"
+        self.root.mkdir()
+        self.port = free_port()
+        self.proc = start_server(self.root, self.port)
+        self.endpoint = f"http://127.0.0.1:{self.port}"
+        self.model = tmp / PREFIX
+        shutil.copytree(MODEL, self.model, ignore=shutil.ignore_patterns(".complete"))
+        for i in range(PAD_FILES):  # weights vLLM ignores, big enough to interrupt an upload
+            (self.model / f"pad-{i}.dat").write_bytes(os.urandom(PAD_BYTES))
+        self.stack = Stack(ROOT, f"flt-{secrets.token_hex(3)}")
+        self.api_key = f"api-{secrets.token_urlsafe(16)}"
+        self.vllm_port = free_port()
+        self.mount = f"/mnt/{self.stack.name}"
+        self.base_url = f"http://127.0.0.1:{self.vllm_port}/v1"
+
+    def restart_server(self) -> None:
+        self.proc = start_server(self.root, self.port)
+
+    def kill_server(self) -> None:
+        self.proc.kill()
+        self.proc.wait()
+
+    def objects(self) -> dict[str, int]:
+        base = self.root / BUCKET
+        return {str(p.relative_to(base)): p.stat().st_size for p in base.rglob("*") if p.is_file()} \
+            if base.exists() else {}
+
+    def complete(self) -> str:
+        client = OpenAI(base_url=self.base_url, api_key=self.api_key, timeout=120)
+        return client.completions.create(model=SERVED, prompt="RustFS is", max_tokens=12, temperature=0).choices[0].text
+
+    def vllm(self):
+        [c] = docker.from_env().containers.list(
+            filters={"label": [f"rustfs-vllm.stack={self.stack.name}", "rustfs-vllm.role=vllm"]})
+        return c
+
+    def up_background(self, *extra: str) -> subprocess.Popen:
+        return subprocess.Popen(["pulumi", "up", "--yes", "--skip-preview", "--non-interactive", "--stack",
+                                 self.stack.name, *extra], cwd=ROOT, env=self.stack.env,
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+
+    def wait_for_objects(self, names: list[str], timeout: float = 120) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            objs = self.objects()
+            if any(objs.get(f"{PREFIX}/{n}") == PAD_BYTES for n in names):
+                return
+            time.sleep(0.05)
+        raise AssertionError(f"none of {names} was uploaded within {timeout} s")
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory):
+    w = World(tmp_path_factory.mktemp("faults"))
+    from components.providers import s3
+
+    c = s3.client(w.endpoint, ACCESS, SECRET)
+    c.create_bucket(Bucket=BUCKET)                              # an existing bucket: adopted
+    c.create_bucket(Bucket="other-bucket")
+    c.put_object(Bucket="other-bucket", Key="keep/me.txt", Body=b"another bucket")
+    w.stack.init()
+    w.stack.write_config({
+        "environment": "test", "namePrefix": w.stack.name, "s3Server": "external", "rustfsEndpoint": w.endpoint,
+        "bucket": BUCKET, "bindAddress": "127.0.0.1", "mountPath": w.mount, "mountCacheDir": str(w.tmp / "cache"),
+        "vllmImage": "rustfs-vllm/vllm-openai-cpu:0.30.0", "vllmReadyTimeout": 600,
+        "models": [{"name": SERVED, "source": str(w.model), "prefix": PREFIX, "port": w.vllm_port,
+                    "maxModelLen": 512, "kvCacheSpaceGib": 1, "extraArgs": ["--enforce-eager"]}],
+    })
+    w.stack.set("rustfsAccessKey", ACCESS, secret=True)
+    w.stack.set("rustfsSecretKey", SECRET, secret=True)
+    w.stack.set("vllmApiKey", w.api_key, secret=True)
+    yield w
+    if w.proc.poll() is not None:
+        w.restart_server()
+    w.stack.run("cancel", "--yes", check=False)
+    w.stack.run("destroy", "--yes", "--skip-preview", check=False)
+    w.stack.remove()
+    w.kill_server()
+    RESULTS.parent.mkdir(exist_ok=True)
+    RESULTS.write_text(json.dumps(_results, indent=2))
+
+
+def test_s3_server_stops_mid_upload(world):
+    proc = world.up_background()
+    world.wait_for_objects([f"pad-{i}.dat" for i in range(PAD_FILES)])
+    world.kill_server()
+    out, _ = proc.communicate(timeout=600)
+    assert proc.returncode != 0
+    assert "is unreachable" in out or "Could not connect" in out, out[-3000:]
+    assert docker.from_env().containers.list(all=True, filters={"label": f"rustfs-vllm.stack={world.stack.name}"}) == []
+    record("S3 server killed mid-upload", "up failed cleanly",
+           next((ln.strip() for ln in out.splitlines() if "unreachable" in ln), "")[:200])
+    world.restart_server()
+
+
+def test_sigint_mid_run_then_up_converges(world):
+    before = world.objects()
+    proc = world.up_background()
+    deadline = time.monotonic() + 120
+    while world.objects() == before and time.monotonic() < deadline:
+        time.sleep(0.05)
+    os.killpg(proc.pid, signal.SIGINT)
+    out, _ = proc.communicate(timeout=900)
+    interrupted = proc.returncode != 0
+    record("pulumi up SIGINT mid-upload", "interrupted" if interrupted else "finished before the signal",
+           f"exit {proc.returncode}")
+
+
+def test_sigkill_mid_upload_then_cancel_refresh_up_converges(world):
+    for i in (0, 1):  # two weights files change: two uploads to interrupt
+        with open(world.model / f"pad-{i}.dat", "r+b") as fh:
+            fh.write(os.urandom(4096))
+    mtimes = {k: (world.root / BUCKET / k).stat().st_mtime_ns for k in world.objects()}
+
+    def changed_names():
+        return [k for k in world.objects() if (world.root / BUCKET / k).stat().st_mtime_ns != mtimes.get(k)]
+
+    proc = world.up_background()
+    deadline = time.monotonic() + 300
+    while not changed_names() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    sent_before_kill = changed_names()
+    assert sent_before_kill, "nothing was uploaded before the kill"
+    # the documented recovery: release the lock, reconcile, run again
+    world.stack.run("cancel", "--yes", check=False)
+    world.stack.run("refresh", "--yes", "--skip-preview", label="refresh_after_kill")
+
+    seen: set[str] = set()
+    stop = threading.Event()
+
+    def sample_ps():
+        while not stop.is_set():
+            out = subprocess.run(["ps", "-eo", "args", "--width", "100000"], capture_output=True, text=True).stdout
+            seen.update(out.splitlines())
+            time.sleep(0.2)
+
+    sampler = threading.Thread(target=sample_ps, daemon=True)
+    sampler.start()
+    try:
+        proc = world.stack.run("up", "--yes", "--skip-preview", "--logtostderr", "-v=5", label="up_converge")
+    finally:
+        stop.set()
+        sampler.join()
+    world.log_text = proc.stdout + proc.stderr  # type: ignore[attr-defined]
+    world.ps_lines = seen  # type: ignore[attr-defined]
+    [outs] = world.stack.resource_outputs("rustfs-vllm:ModelUpload")
+    sent = outs["last_transfer"]
+    assert sent["bytes"] < 2 * PAD_BYTES + 8192, sent     # not both changed files again
+    assert len(world.objects()) == len(list(world.model.iterdir()))
+    assert world.complete() == world.stack.outputs()["smoke_completions"][SERVED]
+    record("pulumi up SIGKILL mid-upload", "converged after cancel + refresh + up",
+           f"{len(sent_before_kill)} object(s) already sent before the kill; the next up sent "
+           f"{sent['files']} file(s), {sent['bytes']} bytes")
+
+
+def test_no_credential_in_state_ps_logs_outputs_inspect_or_rclone_files(world):
+    creds = [ACCESS, SECRET, world.api_key]
+    places = {
+        "state (pulumi stack export)": world.stack.run("stack", "export").stdout,
+        "stack outputs": world.stack.run("stack", "output", "--json").stdout,
+        "ps during up": "\n".join(world.ps_lines),  # type: ignore[attr-defined]
+        "pulumi up output and -v=5 logs": world.log_text,  # type: ignore[attr-defined]
+        "docker inspect": json.dumps([c.attrs for c in docker.from_env().containers.list(
+            filters={"label": f"rustfs-vllm.stack={world.stack.name}"})]),
+        "rclone log": (ROOT / ".state" / "logs" / f"rclone-{world.stack.name}.log").read_text(errors="replace"),
+        "config file": (ROOT / f"Pulumi.{world.stack.name}.yaml").read_text(),
+    }
+    for where, text in places.items():
+        for cred in creds:
+            assert cred not in text, f"a credential appears in {where}"
+    assert "rclone mount" in places["ps during up"]
+    conf = [p for d in (Path.home() / ".config" / "rclone", world.tmp / "cache") if d.exists()
+            for p in d.rglob("rclone.conf")]
+    assert conf == [], conf
+    record("secrets scan", "no credential found", ", ".join(places) + "; no rclone.conf written")
+
+
+def test_rclone_dies_refresh_notices_up_remounts(world):
+    subprocess.run(["pkill", "-9", "-f", f"rclone mount .*:{BUCKET} {world.mount} "], check=False)
+    time.sleep(0.5)
+    out = world.stack.run("refresh", "--yes", "--skip-preview").stdout
+    assert "mount-command" in out and "deleted" in out, out[-2000:]
+    world.stack.run("up", "--yes", "--skip-preview", label="up_after_rclone_death")
+    with open("/proc/mounts") as fh:
+        assert any(line.split()[1] == world.mount and line.split()[2] == "fuse.rclone" for line in fh)
+    listing = world.vllm().exec_run(["ls", f"/models/{PREFIX}"]).output.decode()
+    assert "model.safetensors" in listing
+    assert world.complete()
+    record("rclone killed", "refresh reported the mount gone; up remounted and replaced vLLM, serving again")
+
+
+def test_vllm_killed_restart_policy_brings_it_back(world):
+    c = world.vllm()
+    pid = c.attrs["State"]["Pid"]
+    os.kill(pid, signal.SIGKILL)
+    deadline = time.monotonic() + 600
+    text = None
+    while time.monotonic() < deadline:
+        try:
+            text = world.complete()
+            break
+        except Exception:  # noqa: BLE001 - restarting
+            time.sleep(2)
+    c.reload()
+    assert c.attrs["RestartCount"] >= 1 and text
+    record("vLLM main process killed", "Docker's restart policy restarted it; serving again",
+           f"RestartCount {c.attrs['RestartCount']}")
+
+
+def test_destroy_succeeds_when_things_are_already_gone(world):
+    client = docker.from_env()
+    for c in client.containers.list(all=True, filters={"label": f"rustfs-vllm.stack={world.stack.name}"}):
+        c.remove(force=True)
+    subprocess.run(["fusermount3", "-uz", world.mount], check=False)
+    world.stack.run("destroy", "--yes", "--skip-preview")
+    objs = world.objects()
+    assert len([k for k in objs if k.startswith(PREFIX + "/")]) == len(list(world.model.iterdir()))
+    record("destroy with containers and mount already gone", "succeeded; every object kept")
+
+
+def test_purge_removes_only_managed_prefixes_and_never_the_adopted_bucket(world):
+    from components.providers import s3
+
+    world.stack.run("up", "--yes", "--skip-preview")
+    c = s3.client(world.endpoint, ACCESS, SECRET)
+    c.put_object(Bucket=BUCKET, Key="foreign/keep.txt", Body=b"not managed")
+    world.stack.set("purgeOnDestroy", "true")
+    world.stack.run("up", "--yes", "--skip-preview")
+    world.stack.run("destroy", "--yes", "--skip-preview")
+    assert sorted(world.objects()) == ["foreign/keep.txt"]
+    assert (world.root / "other-bucket" / "keep" / "me.txt").read_bytes() == b"another bucket"
+    # the bucket existed before the stack (adopted): purge never deletes it, even when emptied
+    c.delete_object(Bucket=BUCKET, Key="foreign/keep.txt")
+    world.stack.run("up", "--yes", "--skip-preview")
+    world.stack.run("destroy", "--yes", "--skip-preview")
+    assert (world.root / BUCKET).is_dir()
+    record("purge on destroy", "only the model prefix was deleted; foreign object, other bucket and the "
+           "adopted bucket survived")
