@@ -72,9 +72,11 @@ class World:
         self.proc.wait()
 
     def objects(self) -> dict[str, int]:
+        """The bucket's objects as the server keeps them on disk (its .rclone_temp_* work files of
+        interrupted multipart uploads are not objects: S3 listings do not show them)."""
         base = self.root / BUCKET
-        return {str(p.relative_to(base)): p.stat().st_size for p in base.rglob("*") if p.is_file()} \
-            if base.exists() else {}
+        return {str(p.relative_to(base)): p.stat().st_size for p in base.rglob("*")
+                if p.is_file() and not p.name.startswith(".")} if base.exists() else {}
 
     def complete(self) -> str:
         client = OpenAI(base_url=self.base_url, api_key=self.api_key, timeout=120)
