@@ -14,6 +14,7 @@ from typing import Optional
 import pulumi
 
 from . import manifest as manifest_mod
+from .providers.model_upload import DEFAULT_FILE_WORKERS, DEFAULT_PART_WORKERS
 from .resources import ModelUploadResource
 
 
@@ -27,8 +28,8 @@ class ModelUploadArgs:
     secret_key: pulumi.Input[str]
     cache_dir: str
     purge: bool = False
-    file_workers: int = 4
-    part_workers: int = 8
+    file_workers: int = DEFAULT_FILE_WORKERS
+    part_workers: int = DEFAULT_PART_WORKERS
 
 
 class ModelUpload(pulumi.ComponentResource):

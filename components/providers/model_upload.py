@@ -13,7 +13,6 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from boto3.s3.transfer import TransferConfig
 from pulumi.dynamic import CheckFailure, CheckResult, CreateResult, DiffResult, ReadResult, ResourceProvider, UpdateResult
 
 from .. import layout
@@ -21,6 +20,9 @@ from ..manifest import MULTIPART_THRESHOLD, PART_SIZE
 from . import s3
 
 REPLACE_ON = ("endpoint", "bucket", "prefix")
+# Files in flight and parts in flight per file: chosen by `make bench` (docs/PERFORMANCE.md).
+DEFAULT_FILE_WORKERS = 4
+DEFAULT_PART_WORKERS = 1
 UPDATE_ON = ("manifest", "source", "access_key", "secret_key", "purge", "file_workers", "part_workers")
 
 
@@ -69,51 +71,106 @@ def abort_incomplete(c: Any, bucket: str, prefix: str) -> int:
     return n
 
 
+def put_file(c: Any, bucket: str, key: str, path: str, want: dict[str, Any], part_workers: int) -> int:
+    """Upload one file (multipart from MULTIPART_THRESHOLD on, ``part_workers`` parts in flight) and
+    verify it: the ETag the server computed from the bytes it received must equal the one computed
+    here. Returns the bytes sent. An unfinished multipart upload is aborted."""
+    meta = {"sha256": want["sha256"]}
+    size = int(want["size"])
+    if size < MULTIPART_THRESHOLD:
+        with open(path, "rb") as fh:
+            etag = c.put_object(Bucket=bucket, Key=key, Body=fh.read(), Metadata=meta)["ETag"]
+    else:
+        upload_id = c.create_multipart_upload(Bucket=bucket, Key=key, Metadata=meta)["UploadId"]
+
+        def part(number: int) -> dict[str, Any]:
+            with open(path, "rb") as fh:
+                fh.seek((number - 1) * PART_SIZE)
+                data = fh.read(PART_SIZE)
+            resp = c.upload_part(Bucket=bucket, Key=key, UploadId=upload_id, PartNumber=number, Body=data)
+            return {"PartNumber": number, "ETag": resp["ETag"]}
+
+        numbers = range(1, (size + PART_SIZE - 1) // PART_SIZE + 1)
+        try:
+            if part_workers > 1:
+                with ThreadPoolExecutor(max_workers=part_workers) as pool:
+                    parts = list(pool.map(part, numbers))
+            else:
+                parts = [part(n) for n in numbers]
+            etag = c.complete_multipart_upload(Bucket=bucket, Key=key, UploadId=upload_id,
+                                               MultipartUpload={"Parts": parts})["ETag"]
+        except BaseException:
+            try:
+                c.abort_multipart_upload(Bucket=bucket, Key=key, UploadId=upload_id)
+            except Exception:  # noqa: BLE001 - the server may be the thing that failed
+                pass
+            raise
+    etag = etag.strip('"')
+    if etag not in (want["etag"], want["md5"]):
+        raise RuntimeError(f"verification of s3://{bucket}/{key} failed: the server's ETag {etag} is not the "
+                           f"expected {want['etag']} (size {size}); the object was corrupted in transit")
+    return size
+
+
+def _head_matches(c: Any, bucket: str, key: str, want: dict[str, Any]) -> bool:
+    try:
+        head = c.head_object(Bucket=bucket, Key=key)
+    except Exception as exc:  # noqa: BLE001
+        if s3.is_missing(exc):
+            return False
+        raise
+    return object_matches({"size": head["ContentLength"], "etag": head.get("ETag", "").strip('"')}, want)
+
+
 def sync(props: dict[str, Any], old_manifest: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Make the prefix equal the manifest; return transfer statistics."""
+    """Make the prefix equal the manifest; return transfer statistics.
+
+    Create (no old manifest): list the prefix and send what is missing or different, so a run
+    after an interrupted one sends only the rest. Update: only files whose manifest entry changed
+    are candidates (one HEAD each: an interrupted update's finished files are not sent twice), and
+    files that left the folder are deleted; unchanged objects are not touched (refresh reports
+    drift). Every object sent is verified by the ETag the server computed.
+    """
     endpoint, bucket, prefix, source = props["endpoint"], props["bucket"], props["prefix"], props["source"]
     manifest: dict[str, dict[str, Any]] = props["manifest"]
-    file_workers = int(props.get("file_workers") or 4)
-    part_workers = int(props.get("part_workers") or 8)
+    file_workers = int(props.get("file_workers") or DEFAULT_FILE_WORKERS)
+    part_workers = int(props.get("part_workers") or DEFAULT_PART_WORKERS)
     c = s3.client(endpoint, props["access_key"], props["secret_key"], max_pool=file_workers * part_workers + 4)
     started = time.monotonic()
     try:
         abort_incomplete(c, bucket, prefix)
-        live = list_prefix(c, bucket, prefix)
+        if old_manifest is None:
+            live = list_prefix(c, bucket, prefix)
+            todo = [rel for rel, want in sorted(manifest.items()) if not object_matches(live.get(rel), want)]
+            stale = sorted(set(live) - set(manifest))
+        else:
+            candidates = [rel for rel, want in sorted(manifest.items()) if old_manifest.get(rel) != want]
+            todo = [rel for rel in candidates if not _head_matches(c, bucket, _key(prefix, rel), manifest[rel])]
+            stale = sorted(set(old_manifest) - set(manifest))
     except Exception as exc:  # noqa: BLE001
         raise RuntimeError(s3.explain(exc, endpoint, f"model {prefix}")) from None
-    todo = [rel for rel, want in sorted(manifest.items()) if not object_matches(live.get(rel), want)]
-    # Objects of files that left the folder: those we uploaded before (old manifest) and any
-    # stray object under our prefix that the folder does not have.
-    stale = sorted(set(live) - set(manifest))
-    transfer = TransferConfig(multipart_threshold=MULTIPART_THRESHOLD, multipart_chunksize=PART_SIZE,
-                              max_concurrency=part_workers, use_threads=True)
 
     def upload(rel: str) -> int:
         full = os.path.join(source, rel)
-        want = manifest[rel]
         st = os.stat(full)
-        if st.st_size != want["size"]:
-            raise RuntimeError(f"{full} changed since the preview (size {st.st_size}, manifest {want['size']}); "
-                               "run `pulumi up` again")
-        c.upload_file(full, bucket, _key(prefix, rel), Config=transfer,
-                      ExtraArgs={"Metadata": {"sha256": want["sha256"]}})
-        return st.st_size
+        if st.st_size != manifest[rel]["size"]:
+            raise RuntimeError(f"{full} changed since the preview (size {st.st_size}, manifest "
+                               f"{manifest[rel]['size']}); run `pulumi up` again")
+        return put_file(c, bucket, _key(prefix, rel), full, manifest[rel], part_workers)
 
     try:
-        with ThreadPoolExecutor(max_workers=file_workers) as pool:
-            sent = sum(pool.map(upload, todo))
+        if file_workers > 1:
+            with ThreadPoolExecutor(max_workers=file_workers) as pool:
+                sent = sum(pool.map(upload, todo))
+        else:
+            sent = sum(upload(rel) for rel in todo)
         for i in range(0, len(stale), 1000):
             c.delete_objects(Bucket=bucket, Delete={"Objects": [{"Key": _key(prefix, r)} for r in stale[i:i + 1000]],
                                                    "Quiet": True})
-        bad = verify(c, bucket, prefix, manifest)
     except RuntimeError:
         raise
     except Exception as exc:  # noqa: BLE001
         raise RuntimeError(s3.explain(exc, endpoint, f"upload of model {prefix}")) from None
-    if bad:
-        raise RuntimeError(f"verification of s3://{bucket}/{prefix}/ failed for {len(bad)} object(s): "
-                           + "; ".join(bad[:10]))
     return {"files": len(todo), "bytes": sent, "deleted": len(stale),
             "seconds": round(time.monotonic() - started, 3)}
 

@@ -154,3 +154,19 @@ def test_hash_cache_skips_unchanged_files(tmp_path, model):
     c2 = manifest_mod.HashCache(cache)
     c2.lookup(os.path.join(model, "merges.txt"))
     assert c2.misses == 1
+
+
+def test_upload_verification_rejects_a_wrong_server_etag(s3_server, model, tmp_path):
+    """What the server received must hash to what was read here; a file that changed between
+    hashing and sending (same size) is caught by the ETag the server computed."""
+    from components.providers.model_upload import put_file
+
+    s3_server.client().create_bucket(Bucket="models")
+    pr = props(s3_server, model, tmp_path)
+    target = model / "model.safetensors"
+    data = bytearray(target.read_bytes())
+    data[5] ^= 0x01
+    target.write_bytes(bytes(data))
+    with pytest.raises(RuntimeError) as info:
+        put_file(s3_server.client(), "models", "m1/model.safetensors", str(target), pr["manifest"]["model.safetensors"], 2)
+    assert "verification of s3://models/m1/model.safetensors failed" in str(info.value)
