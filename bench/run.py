@@ -280,13 +280,14 @@ def set_ours(results: dict, ours: str) -> None:
     })
 
 
-def vllm_start(source_dir: Path, prefix: str) -> tuple[float, float | None]:
+def vllm_start(source_dir: Path, prefix: str, extra: tuple[str, ...] = ()) -> tuple[float, float | None]:
     """Start our vLLM image on /models from ``source_dir``; (seconds to ready, 'Loading weights took')."""
     client = docker.from_env()
     port = _free_port()
     start = time.monotonic()
     c = client.containers.run(VLLM_IMAGE, ["--model", f"/models/{prefix}", "--served-model-name", "m",
-                                           "--dtype", "float32", "--max-model-len", "512", "--enforce-eager"],
+                                           "--dtype", "float32", "--max-model-len", "512", "--enforce-eager",
+                                           *extra],
                               detach=True, shm_size="2g", environment={"VLLM_CPU_KVCACHE_SPACE": "1"},
                               ports={"8000/tcp": ("127.0.0.1", port)},
                               volumes={str(source_dir): {"bind": "/models", "mode": "ro"}})
@@ -352,6 +353,19 @@ def bench_vllm(server: Server, ours: str, results: dict) -> None:
     results["load"]["vllm_ready_s"] = rows[CURRENT_DEFAULT]["cold_ready_s"]
     results["load"]["vllm_load_s"] = rows[CURRENT_DEFAULT]["cold_load_s"]
     results["load"]["vllm_local_load_s"] = rows["local-disk"]["cold_load_s"]
+    # vLLM's own load strategies (vLLM 0.30: --safetensors-load-strategy), cold, through our mount
+    strategies: dict[str, list] = {}
+    for _ in range(2):
+        for strategy in ("default", "eager", "prefetch"):
+            mount(server, bucket, mnt, MOUNT_VARIANTS[CURRENT_DEFAULT], cache)
+            try:
+                drop_caches()
+                extra = () if strategy == "default" else ("--safetensors-load-strategy", strategy)
+                strategies.setdefault(strategy, []).append(vllm_start(mnt, "m", extra)[1])
+            finally:
+                unmount(mnt)
+    results["load"]["vllm_load_strategy_s"] = strategies
+    log(f"vllm load strategies (cold load s, two rounds): {strategies}")
 
 
 # ------------------------------------------------------------------------------- stack: up, preview
