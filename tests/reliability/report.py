@@ -46,7 +46,7 @@ def main() -> None:
                     "behind).\n",
              "| # | bad input | fails at | result | message (excerpt) |", "| --- | --- | --- | --- | --- |"]
     for i, r in enumerate(bad, 1):
-        msg = r["message"].replace("|", "\\|")
+        msg = r["message"].replace("|", "\\|").replace("`", "'")
         lines.append(f"| {i} | {r['case']} | {r['stage']} | {r['result']} | `{msg}` |")
     lines += [FAULTS, "| case | result | detail |", "| --- | --- | --- |"]
     for r in faults:
