@@ -442,7 +442,21 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--full", action="store_true", help="4 GiB synthetic set and a 5 GiB model for preview")
     ap.add_argument("--skip-vllm", action="store_true", help="leave out the vLLM load comparison")
+    ap.add_argument("--preview-5g", action="store_true",
+                    help="only the stack part with a 5 GiB model, added to the existing results.json as "
+                         "preview.noop_5g_s (does preview time grow with model size?)")
     args = ap.parse_args()
+    if args.preview_5g:
+        out = ROOT / "bench" / "results.json"
+        results = json.loads(out.read_text())
+        part: dict = {"upload": {}, "load": results.get("load", {})}
+        bench_stack(True, part)
+        results["preview"]["noop_5g_s"] = part["preview"]["noop_s"]
+        results["preview"]["ratio_5g_vs_quick"] = round(part["preview"]["noop_s"] / results["preview"]["noop_s"], 2)
+        results["up_5g"] = part["up"]
+        out.write_text(json.dumps(results, indent=2))
+        log(f"preview: {results['preview']}")
+        return
     WORK.mkdir(parents=True, exist_ok=True)
     results: dict = {"mode": "full" if args.full else "quick", "started": time.strftime("%Y-%m-%dT%H:%M:%S"),
                      "server": "rclone serve s3 on loopback (S3 stand-in, not RustFS)"}
