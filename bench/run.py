@@ -16,7 +16,6 @@ import secrets
 import shutil
 import subprocess
 import sys
-import threading
 import time
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
@@ -31,6 +30,7 @@ sys.path.insert(0, str(ROOT))
 from components import manifest as manifest_mod  # noqa: E402
 from components.config import DEFAULT_MOUNT_FLAGS  # noqa: E402
 from components.providers import s3  # noqa: E402
+from tests.helpers import start_rclone_s3  # noqa: E402
 from components.providers.model_upload import DEFAULT_FILE_WORKERS, DEFAULT_PART_WORKERS, sync  # noqa: E402
 
 WORK = ROOT / "bench" / "work"
@@ -71,23 +71,9 @@ class Server:
         self.root = root
         shutil.rmtree(root, ignore_errors=True)
         root.mkdir(parents=True)
-        import socket
-
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            self.port = s.getsockname()[1]
-        env = {"PATH": os.environ["PATH"], "HOME": str(root.parent), "RCLONE_AUTH_KEY": f'"{ACCESS},{SECRET}"'}
-        self.proc = subprocess.Popen([shutil.which("rclone"), "serve", "s3", str(root), "--addr",
-                                      f"127.0.0.1:{self.port}", "--config", "/dev/null"], env=env,
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.port = _free_port()
+        self.proc = start_rclone_s3(root, self.port, ACCESS, SECRET)
         self.endpoint = f"http://127.0.0.1:{self.port}"
-        for _ in range(200):
-            try:
-                urllib.request.urlopen(self.endpoint, timeout=1)
-            except urllib.error.HTTPError:
-                break
-            except OSError:
-                time.sleep(0.05)
         self.client = s3.client(self.endpoint, ACCESS, SECRET, max_pool=64)
 
     def fresh_bucket(self, name: str) -> str:

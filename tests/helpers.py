@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -45,3 +46,27 @@ def pulumi_env() -> dict[str, str]:
 def read(path: str | os.PathLike) -> bytes:
     with open(path, "rb") as fh:
         return fh.read()
+
+
+def start_rclone_s3(root: Path, port: int, access: str, secret: str) -> subprocess.Popen:
+    """`rclone serve s3` (the S3-compatible server from rclone, NOT RustFS) on 127.0.0.1:``port``,
+    keeping objects under ``root``; returns once it answers HTTP. Credentials via the environment."""
+    import shutil
+    import time
+    import urllib.error
+    import urllib.request
+
+    env = {"PATH": os.environ["PATH"], "HOME": str(root.parent), "RCLONE_AUTH_KEY": f'"{access},{secret}"'}
+    proc = subprocess.Popen([shutil.which("rclone"), "serve", "s3", str(root), "--addr", f"127.0.0.1:{port}",
+                             "--config", "/dev/null"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        try:
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=1)
+            return proc
+        except urllib.error.HTTPError:
+            return proc
+        except OSError:
+            time.sleep(0.05)
+    proc.kill()
+    raise RuntimeError("rclone serve s3 did not start")

@@ -8,7 +8,6 @@ import hashlib
 import json
 import secrets
 import shutil
-import subprocess
 import time
 from pathlib import Path
 

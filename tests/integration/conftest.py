@@ -2,19 +2,14 @@
 from rclone, NOT RustFS) on a loopback port, storing objects in a temporary folder."""
 from __future__ import annotations
 
-import os
-import shutil
 import subprocess
-import time
-import urllib.error
-import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from components.providers import s3
-from tests.helpers import free_port
+from tests.helpers import free_port, start_rclone_s3
 
 ACCESS = "integration-access-0001"
 SECRET = "integration-secret-0001"
@@ -35,22 +30,7 @@ class S3Server:
 
 
 def start_server(root: Path, port: int) -> subprocess.Popen:
-    env = {"PATH": os.environ["PATH"], "HOME": str(root.parent), "RCLONE_AUTH_KEY": f'"{ACCESS},{SECRET}"'}
-    proc = subprocess.Popen([shutil.which("rclone"), "serve", "s3", str(root), "--addr", f"127.0.0.1:{port}",
-                             "--config", "/dev/null"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
-        try:
-            urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=1)
-            break
-        except urllib.error.HTTPError:
-            break
-        except OSError:
-            time.sleep(0.1)
-    else:
-        proc.kill()
-        raise RuntimeError("rclone serve s3 did not start")
-    return proc
+    return start_rclone_s3(root, port, ACCESS, SECRET)
 
 
 @pytest.fixture

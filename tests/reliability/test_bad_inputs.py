@@ -281,12 +281,8 @@ def test_unreadable_file_is_rejected_for_an_unprivileged_user(tmp_path):
         shutil.rmtree(folder)
 
 
-@pytest.fixture
-def external(s3_server):
-    return s3_server
-
-
-def test_wrong_credentials_fail_at_the_bucket_leaving_nothing(stack, external):
+def test_wrong_credentials_fail_at_the_bucket_leaving_nothing(stack, s3_server):
+    external = s3_server
     cfg = base(stack)
     cfg.update(s3Server="external", rustfsEndpoint=external.endpoint)
     stack.write_config(cfg)

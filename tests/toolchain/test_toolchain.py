@@ -5,7 +5,6 @@ from __future__ import annotations
 import secrets
 import subprocess
 import time
-from pathlib import Path
 
 import docker
 import pytest
