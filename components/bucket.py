@@ -1,4 +1,8 @@
-"""Bucket: the S3 bucket that holds every model, one prefix each. Created, or adopted if it exists."""
+"""Bucket: the S3 bucket that holds every model, one prefix each. Created, or adopted if it exists.
+
+The component's `depends_on` (the S3 server being ready) is passed to the bucket resource itself:
+a component's dependencies do not reach its children on their own.
+"""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -27,7 +31,7 @@ class Bucket(pulumi.ComponentResource):
         self.resource = BucketResource(f"{name}-bucket", {
             "endpoint": args.endpoint, "bucket": args.bucket, "purge": args.purge,
             "access_key": pulumi.Output.secret(args.access_key), "secret_key": pulumi.Output.secret(args.secret_key),
-        }, pulumi.ResourceOptions(parent=self))
+        }, pulumi.ResourceOptions(parent=self, depends_on=opts.depends_on if opts else None))
         self.name = self.resource.id
         self.adopted = self.resource.adopted
         self.register_outputs({"name": self.name, "adopted": self.adopted})

@@ -258,8 +258,8 @@ def load(raw: Mapping[str, Any], stack: str, project_dir: str,
         images = [("vllmImage", vllm_image)] + ([("rustfsImage", rustfs_image)] if s3_server != "external" else [])
         for key, image in images:
             if image_present(image) is False:
-                r.bad(key, image, "an image present on this Docker host: pull it, or run scripts/build-images "
-                                  "for the offline stack's images")
+                r.bad(key, image, "an image present on this Docker host: it is built locally (no registry "
+                                  "serves it, so `up` cannot pull it); run scripts/build-images")
     if s3_server != "external" and port_in_use is not None and port_in_use(bind_address, rustfs_port):
         r.bad("rustfsPort", rustfs_port, "a free port: another process already listens on it")
 

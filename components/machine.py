@@ -1,9 +1,18 @@
-"""Looks at this host during preview: listening ports, memory, local images. Read-only."""
+"""Looks at this host during preview: listening ports, memory, local-only images, FUSE, the mount.
+
+Read-only, and through the `docker` CLI only (containers, images and volumes are declared with
+pulumi-docker; nothing here creates or changes anything).
+"""
 from __future__ import annotations
 
 import os
 import socket
-from typing import Callable
+import subprocess
+from typing import Callable, Optional
+
+# Images built on this host by scripts/build-images: no registry has them, so `up` cannot pull
+# them and a missing one is reported at preview. Any other image is pulled by `up` when missing.
+LOCAL_ONLY_PREFIXES = ("rustfs-vllm/",)
 
 
 def fuse_available() -> bool:
@@ -19,21 +28,23 @@ def memory_bytes() -> int:
     return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
 
 
+def _docker(*args: str) -> Optional[str]:
+    """stdout of a docker CLI call, or None when Docker does not answer."""
+    try:
+        proc = subprocess.run(["docker", *args], capture_output=True, text=True, timeout=20, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return proc.stdout if proc.returncode == 0 else None
+
+
 def _our_ports(stack: str) -> set[int]:
     """Host ports published by this stack's own containers (they are not 'in use' for us)."""
-    try:
-        import docker
-
-        client = docker.from_env(timeout=10)
-        ports: set[int] = set()
-        for c in client.containers.list(all=True, filters={"label": f"rustfs-vllm.stack={stack}"}):
-            for bindings in (c.attrs.get("HostConfig", {}).get("PortBindings") or {}).values():
-                for b in bindings or []:
-                    if b.get("HostPort"):
-                        ports.add(int(b["HostPort"]))
-        return ports
-    except Exception:  # noqa: BLE001 - no Docker: nothing of ours holds a port
+    ids = (_docker("ps", "-aq", "--filter", f"label=rustfs-vllm.stack={stack}") or "").split()
+    if not ids:
         return set()
+    out = _docker("inspect", "-f", "{{range $p, $b := .HostConfig.PortBindings}}{{range $b}}{{.HostPort}} "
+                                   "{{end}}{{end}}", *ids) or ""
+    return {int(p) for p in out.split() if p.isdigit()}
 
 
 def port_checker(stack: str) -> Callable[[str, int], bool]:
@@ -53,14 +64,28 @@ def port_checker(stack: str) -> Callable[[str, int], bool]:
     return in_use
 
 
-def image_present(image: str) -> bool | None:
-    """True/False when Docker answers, None when it does not."""
-    try:
-        import docker
-
-        docker.from_env(timeout=10).images.get(image)
-        return True
-    except ImportError:
+def image_present(image: str) -> Optional[bool]:
+    """For a local-only image: True/False when Docker answers, None when it does not. Images a
+    registry serves are not checked (None): `up` pulls them."""
+    if not image.startswith(LOCAL_ONLY_PREFIXES):
         return None
-    except Exception as exc:  # noqa: BLE001
-        return False if exc.__class__.__name__ == "ImageNotFound" else None
+    try:
+        proc = subprocess.run(["docker", "image", "inspect", image], capture_output=True, timeout=20, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if proc.returncode == 0:
+        return True
+    return False if b"No such image" in proc.stderr or b"not found" in proc.stderr.lower() else None
+
+
+def mount_alive(path: str) -> bool:
+    """A live rclone FUSE mount is at ``path``: listed in /proc/mounts and answering a stat."""
+    from .layout import mounted_at
+
+    if mounted_at(path) != "fuse.rclone":
+        return False
+    try:
+        proc = subprocess.run(["stat", "-t", path], capture_output=True, timeout=10, check=False)
+    except subprocess.TimeoutExpired:
+        return False
+    return proc.returncode == 0

@@ -49,7 +49,7 @@ class ModelUpload(pulumi.ComponentResource):
             "manifest": manifest, "purge": args.purge,
             "file_workers": args.file_workers, "part_workers": args.part_workers,
             "access_key": pulumi.Output.secret(args.access_key), "secret_key": pulumi.Output.secret(args.secret_key),
-        }, pulumi.ResourceOptions(parent=self))
+        }, pulumi.ResourceOptions(parent=self, depends_on=opts.depends_on if opts else None))
         self.prefix_value = args.prefix
         self.prefix = pulumi.Output.from_input(args.prefix)
         self.files = pulumi.Output.from_input(sorted(manifest))

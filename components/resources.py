@@ -11,12 +11,10 @@ import pulumi
 from pulumi.dynamic import Resource
 
 from .providers.bucket import BucketProvider
-from .providers.command import CommandProvider
-from .providers.container import ContainerProvider
 from .providers.model_upload import ModelUploadProvider
 from .providers.smoke import CompletionProvider
 
-CREDENTIALS = ["access_key", "secret_key", "environment", "secret_env", "secrets", "ready_headers", "headers"]
+CREDENTIALS = ["access_key", "secret_key", "headers"]
 
 
 def _opts(opts: Optional[pulumi.ResourceOptions]) -> pulumi.ResourceOptions:
@@ -38,23 +36,6 @@ class ModelUploadResource(Resource, module="rustfs-vllm", name="ModelUpload"):
     def __init__(self, name: str, props: dict[str, Any], opts: Optional[pulumi.ResourceOptions] = None) -> None:
         super().__init__(ModelUploadProvider(), name,
                          {"last_transfer": None, "file_count": None, "total_bytes": None, **props}, _opts(opts))
-
-
-class CommandResource(Resource, module="rustfs-vllm", name="LocalCommand"):
-    stdout: pulumi.Output[str]
-    stderr: pulumi.Output[str]
-
-    def __init__(self, name: str, props: dict[str, Any], opts: Optional[pulumi.ResourceOptions] = None) -> None:
-        super().__init__(CommandProvider(), name, {"stdout": None, "stderr": None, **props}, _opts(opts))
-
-
-class ContainerResource(Resource, module="rustfs-vllm", name="Container"):
-    container_id: pulumi.Output[str]
-    ready_seconds: pulumi.Output[float]
-
-    def __init__(self, name: str, props: dict[str, Any], opts: Optional[pulumi.ResourceOptions] = None) -> None:
-        super().__init__(ContainerProvider(), name, {"container_id": None, "ready_seconds": None, **props},
-                         _opts(opts))
 
 
 class CompletionResource(Resource, module="rustfs-vllm", name="Completion"):

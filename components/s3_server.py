@@ -1,12 +1,17 @@
 """S3Server: the object store the weights live in.
 
 Kinds:
-- ``rustfs``: the RustFS image (``rustfsImage``), data in a named Docker volume owned by uid 10001;
+- ``rustfs``: the RustFS image (``rustfsImage``); credentials through RustFS's own
+  ``RUSTFS_ACCESS_KEY_FILE``/``RUSTFS_SECRET_KEY_FILE`` (files uploaded into the container);
 - ``rclone-serve-s3``: ``rclone serve s3`` in a locally built image, an S3-compatible STAND-IN
-  for machines that cannot pull RustFS. It is named as what it is in every output;
+  for machines that cannot pull RustFS, named as what it is in every output;
 - ``external``: an existing endpoint; no container.
 
-Readiness: the container resource returns only once the server answers (RustFS: ``/health/ready``).
+Declared with pulumi-docker: a ``RemoteImage`` (pulled by ``up`` when missing, kept on destroy), a
+``Volume`` for ``/data`` (kept by destroy: ``retain_on_delete``), the ``Container`` (replaced
+delete-first: fixed name and port), and a readiness wait from this host (RustFS:
+``/health/ready``). ``ready`` is that wait: consumers order themselves after it with
+``depends_on``; no value of it flows into their inputs.
 """
 from __future__ import annotations
 
@@ -14,14 +19,18 @@ from dataclasses import dataclass
 from typing import Optional
 
 import pulumi
+import pulumi_docker as docker
 
-from .resources import ContainerResource
+from . import secret_files
+from .readiness import ReadinessWait, ReadinessWaitArgs
 
 KIND_LABELS = {
     "rustfs": "RustFS",
     "rclone-serve-s3": "rclone serve s3 (S3-compatible stand-in, not RustFS)",
     "external": "external S3 endpoint",
 }
+# The stand-in image's entrypoint (scripts/build-s3-standin-image): the secrets wrapper runs it.
+STANDIN_ENTRYPOINT = ("/usr/local/bin/rclone",)
 
 
 @dataclass
@@ -40,54 +49,63 @@ class S3ServerArgs:
     secret_key: pulumi.Input[str]
 
 
+def labels(stack: str, role: str, **extra: str) -> list[docker.ContainerLabelArgs]:
+    values = {"rustfs-vllm.stack": stack, "rustfs-vllm.role": role, **{f"rustfs-vllm.{k}": v for k, v in extra.items()}}
+    return [docker.ContainerLabelArgs(label=k, value=v) for k, v in sorted(values.items())]
+
+
 class S3Server(pulumi.ComponentResource):
     endpoint: pulumi.Output[str]
     kind: pulumi.Output[str]
-    ready: pulumi.Output[str]
 
     def __init__(self, name: str, args: S3ServerArgs, opts: Optional[pulumi.ResourceOptions] = None) -> None:
         super().__init__("rustfs-vllm:storage:S3Server", name, None, opts)
-        self.container: Optional[ContainerResource] = None
-        labels = {"rustfs-vllm.stack": args.stack, "rustfs-vllm.role": "s3-server", "rustfs-vllm.kind": args.kind}
-        ports = [{"internal": 9000, "external": args.port, "ip": args.bind_address}]
-        creds = pulumi.Output.all(args.access_key, args.secret_key)
-        if args.kind == "rustfs":
-            env = {"RUSTFS_VOLUMES": "/data", "RUSTFS_ADDRESS": ":9000",
-                   "RUSTFS_CONSOLE_ENABLE": "true" if args.console_enable else "false",
-                   "RUSTFS_CONSOLE_ADDRESS": ":9001"}
-            secret_env = creds.apply(lambda c: {"RUSTFS_ACCESS_KEY": c[0], "RUSTFS_SECRET_KEY": c[1]})
-            if args.console_enable:
-                ports.append({"internal": 9001, "external": args.console_port, "ip": args.bind_address})
-            command: list[str] = []
-            ready_url, any_status = f"http://127.0.0.1:{args.port}/health/ready", False
-        elif args.kind == "rclone-serve-s3":
-            # rclone reads --auth-key from RCLONE_AUTH_KEY; the quotes keep "ak,sk" one CSV field.
-            env = {}
-            secret_env = creds.apply(lambda c: {"RCLONE_AUTH_KEY": f'"{c[0]},{c[1]}"'})
-            command = ["serve", "s3", "/data", "--addr", ":9000", "--config", "/dev/null"]
-            ready_url, any_status = f"http://127.0.0.1:{args.port}/", True
-        else:
-            env = None
-        if env is not None:
-            self.container = ContainerResource(f"{name}-container", {
-                "name": f"{args.name_prefix}-s3",
-                "image": args.image,
-                "command": command,
-                "env": env,
-                # credentials reach the server from files mounted into the container, not its config
-                "secret_env": pulumi.Output.secret(secret_env),
-                "secrets": pulumi.Output.secret(creds.apply(list)),
-                "labels": labels,
-                "ports": ports,
-                "mounts": [{"type": "volume", "source": args.volume, "target": "/data"}],
-                "restart": "unless-stopped",
-                "ready_url": ready_url,
-                "ready_any_status": any_status,
-                "ready_timeout": 120,
-            }, pulumi.ResourceOptions(parent=self))
-            self.ready = self.container.container_id
-        else:
-            self.ready = pulumi.Output.from_input("external")
+        child = pulumi.ResourceOptions(parent=self)
+        self.container: Optional[docker.Container] = None
+        self.ready: list[pulumi.Resource] = []
+        if args.kind != "external":
+            creds = pulumi.Output.all(args.access_key, args.secret_key)
+            ports = [docker.ContainerPortArgs(internal=9000, external=args.port, ip=args.bind_address)]
+            if args.kind == "rustfs":
+                envs = ["RUSTFS_VOLUMES=/data", "RUSTFS_ADDRESS=:9000",
+                        f"RUSTFS_CONSOLE_ENABLE={'true' if args.console_enable else 'false'}",
+                        "RUSTFS_CONSOLE_ADDRESS=:9001",
+                        f"RUSTFS_ACCESS_KEY_FILE={secret_files.SECRETS_DIR}/RUSTFS_ACCESS_KEY",
+                        f"RUSTFS_SECRET_KEY_FILE={secret_files.SECRETS_DIR}/RUSTFS_SECRET_KEY"]
+                secret_env = creds.apply(lambda c: {"RUSTFS_ACCESS_KEY": c[0], "RUSTFS_SECRET_KEY": c[1]})
+                entrypoints: Optional[list[str]] = None
+                command: Optional[list[str]] = None
+                if args.console_enable:
+                    ports.append(docker.ContainerPortArgs(internal=9001, external=args.console_port,
+                                                          ip=args.bind_address))
+                ready_url, any_status = f"http://127.0.0.1:{args.port}/health/ready", False
+            else:
+                # rclone reads --auth-key from RCLONE_AUTH_KEY; the quotes keep "ak,sk" one CSV field.
+                envs = []
+                secret_env = creds.apply(lambda c: {"RCLONE_AUTH_KEY": f'"{c[0]},{c[1]}"'})
+                entrypoints = secret_files.wrapped_entrypoint(STANDIN_ENTRYPOINT)
+                command = ["serve", "s3", "/data", "--addr", ":9000", "--config", "/dev/null"]
+                ready_url, any_status = f"http://127.0.0.1:{args.port}/", True
+            self.image = docker.RemoteImage(f"{name}-image", docker.RemoteImageArgs(
+                name=args.image, keep_locally=True), child)
+            self.volume = docker.Volume(f"{name}-data", docker.VolumeArgs(name=args.volume), pulumi.ResourceOptions(
+                parent=self, retain_on_delete=True))
+            self.container = docker.Container(f"{name}-container", docker.ContainerArgs(
+                name=f"{args.name_prefix}-s3",
+                image=self.image.image_id,
+                entrypoints=entrypoints,
+                command=command,
+                envs=envs,
+                uploads=secret_files.uploads(secret_env),
+                labels=labels(args.stack, "s3-server", kind=args.kind),
+                ports=ports,
+                mounts=[docker.ContainerMountArgs(type="volume", source=self.volume.name, target="/data")],
+                restart="unless-stopped",
+            ), pulumi.ResourceOptions(parent=self, delete_before_replace=True))
+            wait = ReadinessWait(f"{name}-ready", ReadinessWaitArgs(
+                container_id=self.container.id, container_name=f"{args.name_prefix}-s3", url=ready_url,
+                any_status=any_status, timeout=120), child)
+            self.ready = [wait]
         self.endpoint = pulumi.Output.from_input(args.endpoint)
         self.kind = pulumi.Output.from_input(KIND_LABELS[args.kind])
-        self.register_outputs({"endpoint": self.endpoint, "kind": self.kind, "ready": self.ready})
+        self.register_outputs({"endpoint": self.endpoint, "kind": self.kind})

@@ -29,6 +29,6 @@ class SmokeTest(pulumi.ComponentResource):
         self.completion = CompletionResource(f"{name}-completion", {
             "base_url": args.base_url, "model": args.model, "prompt": args.prompt, "max_tokens": args.max_tokens,
             "headers": headers, "target": args.container_id, "timeout": 300,
-        }, pulumi.ResourceOptions(parent=self))
+        }, pulumi.ResourceOptions(parent=self, depends_on=opts.depends_on if opts else None))
         self.text = self.completion.text
         self.register_outputs({"text": self.text})

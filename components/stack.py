@@ -1,6 +1,9 @@
 """ServingStack: the whole graph, from a validated StackConfig.
 
     S3Server (ready) -> Bucket -> ModelUpload (one per model) -> RcloneMount -> VllmServer -> SmokeTest
+
+The server's readiness orders the bucket and uploads by ``depends_on``: no value of the server flows
+into their inputs, so replacing the server container never replaces the bucket or an upload.
 """
 from __future__ import annotations
 
@@ -9,7 +12,9 @@ from dataclasses import dataclass
 from typing import Optional
 
 import pulumi
+import pulumi_docker as docker
 
+from . import machine
 from .bucket import Bucket, BucketArgs
 from .config import StackConfig
 from .model_upload import ModelUpload, ModelUploadArgs
@@ -37,18 +42,18 @@ class ServingStack(pulumi.ComponentResource):
             endpoint=cfg.rustfs_endpoint, port=cfg.rustfs_port, console_port=cfg.rustfs_console_port,
             console_enable=cfg.rustfs_console_enable, volume=cfg.rustfs_volume, bind_address=cfg.bind_address,
             access_key=access_key, secret_key=secret_key), child)
-        # The bucket waits for the server to be ready (a value passes: the server's container id).
-        endpoint = pulumi.Output.all(self.server.endpoint, self.server.ready).apply(lambda v: v[0])
+        endpoint = cfg.rustfs_endpoint
+        after_server = pulumi.ResourceOptions(parent=self, depends_on=self.server.ready)
         self.bucket = Bucket("bucket", BucketArgs(
             endpoint=endpoint, bucket=cfg.bucket, access_key=access_key, secret_key=secret_key,
-            purge=cfg.purge_on_destroy), child)
+            purge=cfg.purge_on_destroy), after_server)
 
         self.uploads: dict[str, ModelUpload] = {}
         for m in cfg.models:
             self.uploads[m.name] = ModelUpload(f"model-{m.prefix}", ModelUploadArgs(
                 endpoint=endpoint, bucket=self.bucket.name, prefix=m.prefix, source=m.source,
                 access_key=access_key, secret_key=secret_key, cache_dir=os.path.join(cfg.state_dir, "hash-cache"),
-                purge=cfg.purge_on_destroy), child)
+                purge=cfg.purge_on_destroy), after_server)
 
         os.makedirs(os.path.join(cfg.state_dir, "logs"), exist_ok=True)
         self.mount = RcloneMount("mount", RcloneMountArgs(
@@ -57,17 +62,24 @@ class ServingStack(pulumi.ComponentResource):
             cache_dir=cfg.mount_cache_dir, rclone=cfg.rclone_binary, flags=cfg.mount_flags,
             wait_files=[u.prefix.apply(lambda p: f"{p}/config.json") for u in self.uploads.values()],
             log_file=os.path.join(cfg.state_dir, "logs", f"rclone-{cfg.stack}.log"),
+            marker_file=os.path.join(cfg.state_dir, "mounts", f"{cfg.stack}.json"), alive=machine.mount_alive,
             revisions=[u.revision for u in self.uploads.values()]), child)
+
+        # One image resource for all models: pulled by `up` when missing, kept on destroy.
+        self.vllm_image = docker.RemoteImage("vllm-image", docker.RemoteImageArgs(
+            name=cfg.vllm_image, keep_locally=True), child)
 
         self.servers: dict[str, VllmServer] = {}
         self.smoke: dict[str, SmokeTest] = {}
         for m in cfg.models:
             server = VllmServer(f"vllm-{m.prefix}", VllmServerArgs(
-                stack=cfg.stack, container_name=f"{cfg.name_prefix}-vllm-{m.prefix.lower()}", image=cfg.vllm_image,
+                stack=cfg.stack, container_name=f"{cfg.name_prefix}-vllm-{m.prefix.lower()}",
+                image_id=self.vllm_image.image_id,
                 model_dir=f"/models/{m.prefix}", served_name=m.name, dtype=m.dtype, max_model_len=m.max_model_len,
                 port=m.port, mount_path=cfg.mount_path, mount_id=self.mount.mount_id, bind_address=cfg.bind_address,
                 gpu_memory_utilization=m.gpu_memory_utilization, kv_cache_space_gib=m.kv_cache_space_gib,
                 extra_args=m.extra_args, env=cfg.vllm_env, api_key=pulumi.Output.secret(cfg.vllm_api_key),
+                has_api_key=bool(cfg.vllm_api_key),
                 shm_size=cfg.vllm_shm_size, gpus=cfg.vllm_gpus, restart=cfg.vllm_restart,
                 ready_timeout=cfg.vllm_ready_timeout), pulumi.ResourceOptions(parent=self, depends_on=[self.mount]))
             self.servers[m.name] = server
@@ -75,5 +87,6 @@ class ServingStack(pulumi.ComponentResource):
                 self.smoke[m.name] = SmokeTest(f"smoke-{m.prefix}", SmokeTestArgs(
                     base_url=server.base_url, model=m.name, container_id=server.container_id,
                     prompt=cfg.smoke_prompt, max_tokens=cfg.smoke_max_tokens,
-                    api_key=pulumi.Output.secret(cfg.vllm_api_key)), child)
+                    api_key=pulumi.Output.secret(cfg.vllm_api_key)),
+                    pulumi.ResourceOptions(parent=self, depends_on=[server.ready]))
         self.register_outputs({})

@@ -2,26 +2,37 @@
 
 The argv is the guide's (``--model /models/<prefix> --served-model-name ... --dtype ...
 --max-model-len ... [--gpu-memory-utilization ...]``) followed by the model's extra arguments; the
-image's entrypoint (``vllm serve``) is kept, so any image that accepts vllm/vllm-openai-cpu's argv
-works unchanged. The mount is bound read-only at /models. The container is replaced (deleted first:
-fixed name and port) whenever its inputs change, including when the mount was re-created, so a
-fresh mount always reaches it.
+image's entrypoint is kept, so any image that accepts vllm/vllm-openai-cpu's argv works unchanged.
+The mount is bound read-only at /models.
+
+Declared with pulumi-docker's ``Container`` (replaced delete-first: fixed name and port), then a
+readiness wait from this host until ``/v1/models`` lists the model. The mount's id is a label, so a
+re-created mount replaces the container and it always reads through a live mount. An API key
+reaches vLLM as a secret file: a ``--config`` YAML file uploaded into the container (vLLM reads
+its options from it), never argv or environment, so ``docker inspect`` shows no key.
 """
 from __future__ import annotations
 
+import json
+import re
 from dataclasses import dataclass, field
 from typing import Mapping, Optional, Sequence
 
 import pulumi
+import pulumi_docker as docker
 
-from .resources import ContainerResource
+from . import secret_files
+from .readiness import ReadinessWait, ReadinessWaitArgs
+from .s3_server import labels
+
+API_KEY_CONFIG = f"{secret_files.SECRETS_DIR}/vllm-api-key.yaml"
 
 
 @dataclass
 class VllmServerArgs:
     stack: str
     container_name: str
-    image: str
+    image_id: pulumi.Input[str]
     model_dir: str                    # /models/<prefix>
     served_name: str
     dtype: str
@@ -35,6 +46,7 @@ class VllmServerArgs:
     extra_args: Sequence[str] = ()
     env: Mapping[str, str] = field(default_factory=dict)
     api_key: pulumi.Input[str] = ""
+    has_api_key: bool = False
     shm_size: str = "2g"
     gpus: str = ""
     restart: str = "unless-stopped"
@@ -46,7 +58,27 @@ def vllm_argv(args: VllmServerArgs) -> list[str]:
             "--max-model-len", str(args.max_model_len)]
     if args.gpu_memory_utilization is not None:
         argv += ["--gpu-memory-utilization", f"{args.gpu_memory_utilization:g}"]
+    if args.has_api_key:
+        argv += ["--config", API_KEY_CONFIG]
     return argv + list(args.extra_args)
+
+
+def shm_megabytes(size: str) -> int:
+    """``2g`` -> 2048: pulumi-docker's ``shm_size`` is in MB."""
+    m = re.fullmatch(r"([0-9]+(?:\.[0-9]+)?)([kmgKMG]?)[bB]?", size)
+    if not m:
+        raise ValueError(f"not a size: {size!r}")
+    number, unit = float(m.group(1)), m.group(2).lower()
+    return max(1, int(number * {"": 1 / 2**20, "k": 1 / 1024, "m": 1, "g": 1024}[unit]))
+
+
+def docker_gpus(gpus: str) -> Optional[str]:
+    """The config's ``all`` / ``count=N`` / ``0,1`` in Docker's ``--gpus`` syntax."""
+    if not gpus:
+        return None
+    if gpus == "all" or gpus.startswith("count="):
+        return gpus
+    return f'"device={gpus}"'
 
 
 class VllmServer(pulumi.ComponentResource):
@@ -59,30 +91,32 @@ class VllmServer(pulumi.ComponentResource):
         api_key = pulumi.Output.secret(args.api_key)
         env = {**dict(args.env),
                **({"VLLM_CPU_KVCACHE_SPACE": f"{args.kv_cache_space_gib:g}"} if args.kv_cache_space_gib else {})}
-        self.container = ContainerResource(f"{name}-container", {
-            "name": args.container_name,
-            "image": args.image,
-            "command": vllm_argv(args),
-            "env": env,
-            # the API key reaches vLLM from a file mounted into the container, not its config
-            "secret_env": pulumi.Output.secret(api_key.apply(lambda k: {"VLLM_API_KEY": k} if k else {})),
-            "secrets": pulumi.Output.secret(api_key.apply(lambda k: [k] if k else [])),
-            "labels": {"rustfs-vllm.stack": args.stack, "rustfs-vllm.role": "vllm",
-                       "rustfs-vllm.model": args.served_name},
-            "ports": [{"internal": 8000, "external": args.port, "ip": args.bind_address}],
-            "mounts": [{"type": "bind", "source": args.mount_path, "target": "/models", "read_only": True}],
-            "shm_size": args.shm_size,
-            "gpus": args.gpus,
-            "restart": args.restart,
-            "mount_id": args.mount_id,
-            "ready_url": f"http://127.0.0.1:{args.port}/v1/models",
-            "ready_contains": f'"{args.served_name}"',
-            "ready_headers": pulumi.Output.secret(api_key.apply(lambda k: {"Authorization": f"Bearer {k}"} if k else {})),
-            "ready_timeout": args.ready_timeout,
-        }, pulumi.ResourceOptions(parent=self))
+        uploads = None
+        if args.has_api_key:
+            uploads = pulumi.Output.secret(api_key.apply(lambda k: [docker.ContainerUploadArgs(
+                file=API_KEY_CONFIG, content=f"api-key: {json.dumps(k)}\n", permissions="0444")]))
+        self.container = docker.Container(f"{name}-container", docker.ContainerArgs(
+            name=args.container_name,
+            image=args.image_id,
+            command=vllm_argv(args),
+            envs=[f"{k}={v}" for k, v in sorted(env.items())],
+            uploads=uploads,
+            labels=labels(args.stack, "vllm", model=args.served_name, mount=args.mount_id),
+            ports=[docker.ContainerPortArgs(internal=8000, external=args.port, ip=args.bind_address)],
+            mounts=[docker.ContainerMountArgs(type="bind", source=args.mount_path, target="/models", read_only=True)],
+            shm_size=shm_megabytes(args.shm_size),
+            gpus=docker_gpus(args.gpus),
+            restart=args.restart,
+        ), pulumi.ResourceOptions(parent=self, delete_before_replace=True))
+        self.ready = ReadinessWait(f"{name}-ready", ReadinessWaitArgs(
+            container_id=self.container.id, container_name=args.container_name,
+            url=f"http://127.0.0.1:{args.port}/v1/models", contains=f'"{args.served_name}"',
+            timeout=args.ready_timeout,
+            auth=api_key.apply(lambda k: f"Bearer {k}" if k else "") if args.has_api_key else ""),
+            pulumi.ResourceOptions(parent=self))
         host = "127.0.0.1" if args.bind_address in ("0.0.0.0", "127.0.0.1") else args.bind_address
         self.base_url = pulumi.Output.from_input(f"http://{host}:{args.port}/v1")
         self.served_name = pulumi.Output.from_input(args.served_name)
-        self.container_id = self.container.container_id
+        self.container_id = self.container.id
         self.register_outputs({"base_url": self.base_url, "served_name": self.served_name,
                                "container_id": self.container_id})

@@ -39,8 +39,8 @@ def unwrap(value: Any) -> Any:
 class Mocks(pulumi.runtime.Mocks):
     def new_resource(self, args: pulumi.runtime.MockResourceArgs):
         outs = dict(args.inputs)
-        if args.typ.endswith("dynamic/rustfs-vllm:Container"):
-            outs["container_id"] = f"cid-{args.name}"
+        if args.typ == "docker:index/remoteImage:RemoteImage":
+            outs["imageId"] = f"sha256:mock-{args.inputs['name']}"
         if args.typ.endswith("dynamic/rustfs-vllm:Bucket"):
             outs["adopted"] = False
             return [args.inputs["bucket"], outs]  # the provider's id is the bucket name

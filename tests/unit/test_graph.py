@@ -1,5 +1,5 @@
-"""The resource graph under Pulumi mocks: components, parents, dependency edges, the vLLM argv,
-and where secrets go."""
+"""The resource graph under Pulumi mocks: components, parents, dependency edges, the real provider
+resource types and their inputs (the vLLM argv, ports, mounts), and where secrets go."""
 from __future__ import annotations
 
 import json
@@ -14,6 +14,10 @@ from tests.unit.graph import build, unwrap
 GUIDE_ARGV = ["--model", "/models/opt-125m", "--served-model-name", "opt-125m", "--dtype", "float32",
               "--max-model-len", "256", "--gpu-memory-utilization", "0.15"]
 SECRETS = ("prod-access-key-0001", "prod-secret-key-0001", "the-api-key-0001")
+CONTAINER = "docker:index/container:Container"
+IMAGE = "docker:index/remoteImage:RemoteImage"
+VOLUME = "docker:index/volume:Volume"
+COMMAND = "command:local:Command"
 
 
 def dev_config(tmp_path):
@@ -46,58 +50,117 @@ def prod(tmp_path):
     return build(prod_config(tmp_path), stack="prod")
 
 
-def test_components_and_parents(dev):
+def labels(r) -> dict[str, str]:
+    return {lab["label"]: lab["value"] for lab in r.plain("labels")}
+
+
+def test_components_and_real_provider_types(dev):
     types = sorted({r.typ for r in dev.resources if not r.typ.startswith("pulumi:")})
     assert types == sorted([
         "rustfs-vllm:index:ServingStack", "rustfs-vllm:storage:S3Server", "rustfs-vllm:storage:Bucket",
         "rustfs-vllm:storage:ModelUpload", "rustfs-vllm:serving:RcloneMount", "rustfs-vllm:serving:VllmServer",
-        "rustfs-vllm:serving:SmokeTest",
-        "pulumi-python:dynamic/rustfs-vllm:Container", "pulumi-python:dynamic/rustfs-vllm:Bucket",
-        "pulumi-python:dynamic/rustfs-vllm:ModelUpload", "pulumi-python:dynamic/rustfs-vllm:LocalCommand",
+        "rustfs-vllm:serving:SmokeTest", "rustfs-vllm:serving:ReadinessWait",
+        CONTAINER, IMAGE, VOLUME, COMMAND,
+        "pulumi-python:dynamic/rustfs-vllm:Bucket", "pulumi-python:dynamic/rustfs-vllm:ModelUpload",
         "pulumi-python:dynamic/rustfs-vllm:Completion"])
-    # every custom resource sits inside its component, inside the stack component
+    # no hand-written container or command provider is left
+    assert not [r for r in dev.resources if r.typ.endswith(("rustfs-vllm:Container", "rustfs-vllm:LocalCommand"))]
+    # every custom resource sits inside a component of ours, inside the stack component
     for r in dev.resources:
-        if r.typ.startswith("pulumi-python:dynamic"):
-            assert dev.ancestors(r)[-2:] == ["rustfs-vllm", "rustfs-vllm-dev"], r.name
+        if not r.typ.startswith(("rustfs-vllm:", "pulumi:")):
+            assert "rustfs-vllm" in dev.ancestors(r), r.name
             assert dev.by_urn(r.parent).typ.startswith("rustfs-vllm:"), r.name
-    assert dev.ancestors(dev.one(":Container", "vllm-opt-125m")) == ["vllm-opt-125m", "rustfs-vllm", "rustfs-vllm-dev"]
+    assert dev.ancestors(dev.one(CONTAINER, "vllm-opt-125m")) == ["vllm-opt-125m", "rustfs-vllm", "rustfs-vllm-dev"]
 
 
 def test_dependency_chain(dev):
-    server = dev.one(":Container", "s3-container")
     bucket = dev.one("dynamic/rustfs-vllm:Bucket")
     upload = dev.one("dynamic/rustfs-vllm:ModelUpload")
-    mount = dev.one(":LocalCommand", "mount")
-    vllm = dev.one(":Container", "vllm")
+    mount = dev.one(COMMAND, "mount")
+    vllm = dev.one(CONTAINER, "vllm")
     smoke = dev.one(":Completion")
-    assert server.urn in bucket.dependencies          # server ready -> bucket
-    assert bucket.urn in upload.dependencies          # bucket -> upload
-    assert upload.urn in mount.dependencies           # upload -> mount (waits for files, remounts on change)
-    assert mount.urn in vllm.dependencies or any(     # mount -> vLLM (depends_on the mount component)
-        dev.by_urn(d).typ == "rustfs-vllm:serving:RcloneMount" for d in vllm.dependencies)
-    assert vllm.urn in smoke.dependencies             # vLLM -> smoke test
+    # depends_on a component reaches the custom resources inside it
+    s3_ready = dev.one(COMMAND, "s3-ready-wait")
+    vllm_ready = dev.one(COMMAND, "vllm-opt-125m-ready-wait")
+    assert s3_ready.urn in bucket.dependencies          # server answering -> bucket (depends_on, no value)
+    assert s3_ready.urn in upload.dependencies
+    assert bucket.urn in upload.dependencies            # bucket -> upload
+    assert upload.urn in mount.dependencies             # upload -> mount (waits for files, remounts on change)
+    assert mount.urn in vllm.dependencies               # mount -> vLLM (depends_on the mount component)
+    assert vllm_ready.urn in smoke.dependencies         # vLLM answering -> smoke test
+    assert vllm.urn in vllm_ready.dependencies and vllm_ready.plain("triggers") == [f"{vllm.name}-id"]
+
+
+def test_server_value_never_flows_into_bucket_or_upload(dev):
+    """A replaced server container must not replace the bucket or an upload: their inputs hold
+    the endpoint as configured, not a value of the server."""
+    for r in (dev.one("dynamic/rustfs-vllm:Bucket"), dev.one("dynamic/rustfs-vllm:ModelUpload")):
+        assert r.plain("endpoint") == "http://127.0.0.1:9000"
 
 
 def test_dev_stack_reproduces_the_guide(dev):
-    vllm = dev.one(":Container", "vllm")
+    image = dev.one(IMAGE, "vllm-image")
+    assert image.plain("name") == "vllm/vllm-openai-cpu:v0.30.0" and image.plain("keepLocally") is True
+    vllm = dev.one(CONTAINER, "vllm")
     assert vllm.plain("command") == GUIDE_ARGV
-    assert vllm.plain("image") == "vllm/vllm-openai-cpu:v0.30.0"
-    assert vllm.plain("shm_size") == "2g"
+    assert vllm.plain("image") == "sha256:mock-vllm/vllm-openai-cpu:v0.30.0"   # the RemoteImage's image id
+    assert vllm.plain("shmSize") == 2048                                     # --shm-size=2g, in MB
     assert vllm.plain("ports") == [{"internal": 8000, "external": 8000, "ip": "0.0.0.0"}]
+    assert vllm.plain("restart") == "unless-stopped" and not vllm.plain("entrypoints")
     [mount] = vllm.plain("mounts")
-    assert mount["target"] == "/models" and mount["read_only"] is True and mount["source"].endswith("vllm-models")
-    server = dev.one(":Container", "s3-container")
-    assert server.plain("image") == "rustfs/rustfs-x86-musl:v2.3.1"
-    assert server.plain("env")["RUSTFS_VOLUMES"] == "/data"
-    assert server.plain("secret_env") == {"RUSTFS_ACCESS_KEY": "rustfsadmin", "RUSTFS_SECRET_KEY": "rustfsadmin"}
-    assert server.is_secret("secret_env") and "RUSTFS_SECRET_KEY" not in server.plain("env")
-    assert server.plain("ready_url").endswith(":9000/health/ready")
+    assert mount == {"type": "bind", "target": "/models", "readOnly": True, "source": mount["source"]}
+    assert mount["source"].endswith("vllm-models")
+    assert labels(vllm)["rustfs-vllm.model"] == "opt-125m" and labels(vllm)["rustfs-vllm.stack"] == "dev"
+    assert labels(vllm)["rustfs-vllm.mount"] == "mount-command-id"          # a new mount replaces it
+    server = dev.one(CONTAINER, "s3-container")
+    assert dev.one(IMAGE, "s3-image").plain("name") == "rustfs/rustfs-x86-musl:v2.3.1"
+    assert "RUSTFS_VOLUMES=/data" in server.plain("envs")
+    assert "RUSTFS_ACCESS_KEY_FILE=/run/rustfs-vllm/secrets/RUSTFS_ACCESS_KEY" in server.plain("envs")
+    assert {u["file"]: u["content"] for u in server.plain("uploads")} == {
+        "/run/rustfs-vllm/secrets/RUSTFS_ACCESS_KEY": "rustfsadmin",
+        "/run/rustfs-vllm/secrets/RUSTFS_SECRET_KEY": "rustfsadmin"}
+    assert {u["permissions"] for u in server.plain("uploads")} == {"0444"}   # readable by the image's user
+    assert server.is_secret("uploads") and not any("rustfsadmin" in e for e in server.plain("envs"))
+    assert server.plain("mounts") == [{"type": "volume", "source": "rvllm-dev-data", "target": "/data"}]
+    volume = dev.one(VOLUME, "s3-data")
+    assert volume.plain("name") == "rvllm-dev-data"
+    assert dev.one(COMMAND, "s3-ready-wait").plain("environment")["RV_URL"].endswith(":9000/health/ready")
     assert dev.one("dynamic/rustfs-vllm:Bucket").plain("bucket") == "vllm-models"
     assert dev.one("dynamic/rustfs-vllm:ModelUpload").plain("prefix") == "opt-125m"
-    mount_cmd = dev.one(":LocalCommand", "mount")
+    mount_cmd = dev.one(COMMAND, "mount")
     assert mount_cmd.plain("create").endswith("scripts/rclone-mount mount")
+    assert mount_cmd.plain("delete").endswith("scripts/rclone-mount unmount")
     smoke = dev.one(":Completion")
     assert smoke.plain("prompt") == "RustFS is" and smoke.plain("max_tokens") == 12
+
+
+def test_volume_is_retained_and_containers_replace_delete_first(tmp_path):
+    """retain_on_delete and delete_before_replace are resource options: read them from the
+    registrations the mocks saw."""
+    import pulumi
+    from pulumi.runtime import mocks
+
+    seen: dict[str, object] = {}
+
+    class Monitor(mocks.MockMonitor):
+        def RegisterResource(self, request):  # noqa: N802
+            seen[request.name] = (request.retainOnDelete, request.deleteBeforeReplace)
+            return super().RegisterResource(request)
+
+    from tests.unit.graph import Mocks
+    pulumi.runtime.set_mocks(Mocks(), project="rustfs-vllm", stack="dev", preview=False, monitor=Monitor(Mocks()))
+    from components.stack import ServingStack, ServingStackArgs
+    cfg = dev_config(tmp_path)
+
+    @pulumi.runtime.test
+    def construct():
+        s = ServingStack("rustfs-vllm", ServingStackArgs(config=cfg))
+        return s.mount.mount_id
+
+    construct()
+    assert seen["s3-data"][0] is True                        # destroy keeps the data volume
+    assert seen["s3-container"][1] is True and seen["vllm-opt-125m-container"][1] is True
+    assert seen["mount-command"][1] is True                  # one mount point: unmount first
 
 
 def test_manifest_is_an_input(dev, tmp_path):
@@ -108,15 +171,28 @@ def test_manifest_is_an_input(dev, tmp_path):
 
 
 def test_prod_example_shape(prod):
-    assert not [r for r in prod.by_type(":Container") if "s3" in r.name], "external endpoint: no server container"
-    vllms = prod.by_type(":Container")
+    assert not [r for r in prod.by_type(CONTAINER) if "s3" in r.name], "external endpoint: no server container"
+    assert not prod.by_type(VOLUME)
+    vllms = prod.by_type(CONTAINER)
     assert sorted(r.plain("name") for r in vllms) == ["rvllm-prod-vllm-a", "rvllm-prod-vllm-b"]
     assert {r.plain("gpus") for r in vllms} == {"all"}
     b = next(r for r in vllms if r.plain("name").endswith("-b"))
-    assert b.plain("env")["VLLM_CPU_KVCACHE_SPACE"] == "2" and "--gpu-memory-utilization" not in b.plain("command")
-    assert b.plain("ready_headers") == {"Authorization": f"Bearer {SECRETS[2]}"}
-    assert b.plain("secret_env") == {"VLLM_API_KEY": SECRETS[2]} and "VLLM_API_KEY" not in b.plain("env")
+    assert "VLLM_CPU_KVCACHE_SPACE=2" in b.plain("envs") and "--gpu-memory-utilization" not in b.plain("command")
+    # the API key: a --config file uploaded as a secret, never argv or environment
+    assert b.plain("command")[-2:] == ["--config", "/run/rustfs-vllm/secrets/vllm-api-key.yaml"]
+    assert b.plain("uploads") == [{"file": "/run/rustfs-vllm/secrets/vllm-api-key.yaml",
+                                   "content": f'api-key: "{SECRETS[2]}"\n', "permissions": "0444"}]
+    assert b.is_secret("uploads")
+    wait = prod.one(COMMAND, "vllm-b-ready-wait")
+    assert wait.plain("environment")["RV_AUTH"] == f"Bearer {SECRETS[2]}" and wait.is_secret("environment")
     assert prod.one("dynamic/rustfs-vllm:Bucket").plain("endpoint") == "http://rustfs.internal:9000"
+
+
+def test_gpu_and_shm_translation():
+    from components.vllm import docker_gpus, shm_megabytes
+
+    assert [docker_gpus(g) for g in ("", "all", "count=2", "0,1")] == [None, "all", "count=2", '"device=0,1"']
+    assert [shm_megabytes(s) for s in ("2g", "512m", "1.5g", "2048k")] == [2048, 512, 1536, 2]
 
 
 def test_credentials_are_secret_everywhere(prod):
@@ -126,21 +202,21 @@ def test_credentials_are_secret_everywhere(prod):
             text = json.dumps(unwrap(value), default=str)
             if any(s in text for s in SECRETS):
                 assert r.is_secret(key), f"{r.name}.{key} carries a credential but is not secret"
-                assert key in r.secret_outputs, f"{r.name}.{key} is not a secret output"
                 checked += 1
-    assert checked >= 8  # bucket, uploads, mount, containers, smoke tests all carry one
+    assert checked >= 8  # bucket, uploads, mount, containers, waits, smoke tests all carry one
 
 
 def test_no_credential_in_any_command_or_argv(prod):
     for r in prod.resources:
-        for key in ("command", "entrypoint", "create", "delete", "read", "ready_url", "base_url", "triggers"):
+        for key in ("command", "entrypoints", "envs", "labels", "create", "update", "delete", "triggers",
+                    "base_url"):
             text = json.dumps(unwrap(r.inputs.get(key)), default=str)
             for s in SECRETS:
                 assert s not in text, f"{r.name}.{key} contains a credential"
 
 
 def test_mount_gets_credentials_through_environment_only(prod):
-    mount = prod.one(":LocalCommand", "mount")
+    mount = prod.one(COMMAND, "mount")
     env = mount.plain("environment")
     remote = env["RV_REMOTE"]
     assert env[f"RCLONE_CONFIG_{remote}_ACCESS_KEY_ID"] == SECRETS[0]
@@ -151,13 +227,25 @@ def test_mount_gets_credentials_through_environment_only(prod):
 
 
 def test_remount_triggers(dev, tmp_path):
-    mount = dev.one(":LocalCommand", "mount")
+    mount = dev.one(COMMAND, "mount")
     triggers = mount.plain("triggers")
     upload = dev.one("dynamic/rustfs-vllm:ModelUpload")
     assert mount.plain("environment")["RV_MOUNT"] in triggers
     assert "http://127.0.0.1:9000" in triggers and "vllm-models" in triggers
-    assert len(triggers) == 7  # endpoint, bucket, path, cache dir, flags, rclone, one revision per model
+    assert "generation-0" in triggers
+    # endpoint, bucket, path, cache dir, flags, rclone, generation, one revision per model
+    assert len(triggers) == 8
     assert upload.plain("prefix") == "opt-125m"
+
+
+def test_dead_mount_asks_for_the_next_generation(tmp_path):
+    from components.mount import generation
+
+    marker = tmp_path / "m.json"
+    assert generation(str(marker), "/x", lambda p: False) == 0          # never mounted
+    marker.write_text('{"generation": 3}')
+    assert generation(str(marker), "/x", lambda p: True) == 3           # alive: unchanged plan
+    assert generation(str(marker), "/x", lambda p: False) == 4          # dead: remount
 
 
 def test_smoke_test_off(tmp_path):

@@ -1,0 +1,44 @@
+"""ReadinessWait: `up` returns only when a server answers, looking from this host.
+
+A `command.local.Command` runs `scripts/wait-ready` (progress lines stream to `pulumi up`), which
+fails with the container's last log lines when the container exits or the timeout passes. Its
+`triggers` hold the container's id, so a replaced container is waited for again; an unchanged one
+is not (nothing runs on a no-change `up`).
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Optional
+
+import pulumi
+import pulumi_command as command
+
+SCRIPT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "scripts", "wait-ready")
+
+
+@dataclass
+class ReadinessWaitArgs:
+    container_id: pulumi.Input[str]
+    container_name: str
+    url: str
+    contains: str = ""
+    any_status: bool = False
+    timeout: int = 600
+    auth: pulumi.Input[str] = ""
+
+
+class ReadinessWait(pulumi.ComponentResource):
+    def __init__(self, name: str, args: ReadinessWaitArgs, opts: Optional[pulumi.ResourceOptions] = None) -> None:
+        super().__init__("rustfs-vllm:serving:ReadinessWait", name, None, opts)
+        env = pulumi.Output.from_input(args.auth).apply(lambda auth: {
+            "RV_URL": args.url, "RV_CONTAINS": args.contains, "RV_ANY_STATUS": "1" if args.any_status else "0",
+            "RV_TIMEOUT": str(args.timeout), "RV_CONTAINER": args.container_name,
+            **({"RV_AUTH": auth} if auth else {})})
+        self.command = command.local.Command(
+            f"{name}-wait",
+            create=SCRIPT,
+            environment=env if isinstance(args.auth, str) and not args.auth else pulumi.Output.secret(env),
+            triggers=[args.container_id],
+            opts=pulumi.ResourceOptions(parent=self))
+        self.register_outputs({})
