@@ -78,14 +78,32 @@ def image_present(image: str) -> Optional[bool]:
     return False if b"No such image" in proc.stderr or b"not found" in proc.stderr.lower() else None
 
 
+def _rclone_serving(path: str) -> bool:
+    """An rclone process whose argv mounts at ``path`` is running."""
+    target = os.path.realpath(path)
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as fh:
+                argv = fh.read().split(b"\0")
+        except OSError:
+            continue
+        if argv and os.path.basename(argv[0]) == b"rclone" and b"mount" in argv and target.encode() in argv:
+            return True
+    return False
+
+
 def mount_alive(path: str) -> bool:
-    """A live rclone FUSE mount is at ``path``: listed in /proc/mounts and answering a stat."""
+    """A live rclone FUSE mount is at ``path``: listed in /proc/mounts, its rclone process running,
+    and the folder answering a listing (a dead FUSE mount answers 'Transport endpoint is not
+    connected', or hangs)."""
     from .layout import mounted_at
 
-    if mounted_at(path) != "fuse.rclone":
+    if mounted_at(path) != "fuse.rclone" or not _rclone_serving(path):
         return False
     try:
-        proc = subprocess.run(["stat", "-t", path], capture_output=True, timeout=10, check=False)
+        proc = subprocess.run(["ls", "-A", path], capture_output=True, timeout=10, check=False)
     except subprocess.TimeoutExpired:
         return False
     return proc.returncode == 0
