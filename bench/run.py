@@ -2,7 +2,11 @@
 run, on the same S3 server (`rclone serve s3` on loopback: an S3-compatible stand-in, not RustFS)
 and the same data. Every cold or warm read is measured after `echo 3 > /proc/sys/vm/drop_caches`.
 
-usage: python -m bench.run [--full] [--skip-vllm]
+usage: python -m bench.run [--full] [--skip-vllm] [--stack-only] [--before REF]
+--before REF also runs the stack part (up, no-op up, no-op preview) with the program as it was at
+git revision REF (a worktree under bench/work), right before the current one in the same run, and
+reports current/REF ratios (e.g. REF=c383d2f: the last revision on this project's own container and
+command providers, to measure the move to pulumi-docker and pulumi-command).
 Writes bench/results.json and prints a table.
 """
 from __future__ import annotations
@@ -355,10 +359,12 @@ def bench_vllm(server: Server, ours: str, results: dict) -> None:
 
 
 # ------------------------------------------------------------------------------- stack: up, preview
-def bench_stack(full: bool, results: dict) -> None:
+def bench_stack(full: bool, results: dict, program: Path = ROOT, label: str = "stack") -> None:
+    """up (empty -> first completion), no-op up and no-op preview of a fresh stack of the program
+    in the folder ``program`` (this checkout, or a worktree of an earlier revision)."""
     from tests.pulumi_cli import Stack  # the same thin CLI wrapper the tests use
 
-    tmp = WORK / "stack"
+    tmp = WORK / label
     shutil.rmtree(tmp, ignore_errors=True)
     model = tmp / MODEL.name
     shutil.copytree(MODEL, model, ignore=shutil.ignore_patterns(".complete"))
@@ -370,7 +376,9 @@ def bench_stack(full: bool, results: dict) -> None:
                 n = min(left, 64 * MIB)
                 fh.write(os.urandom(n))
                 left -= n
-    stack = Stack(ROOT, f"bench-{secrets.token_hex(3)}")
+    stack = Stack(program, f"bench-{secrets.token_hex(3)}")
+    if program != ROOT:  # that revision's components, not ours
+        stack.env = {**stack.env, "PYTHONPATH": str(program), "RUSTFS_VLLM_ROOT": str(program)}
     stack.init()
     try:
         name = stack.name
@@ -393,13 +401,13 @@ def bench_stack(full: bool, results: dict) -> None:
         rewritten = sum(p.stat().st_size for p in after if after[p] != before.get(p))
         stack.run("preview", "--expect-no-changes", label="noop_preview")
         t_manifest, _ = timed(manifest_mod.build, str(model),
-                              str(ROOT / ".state" / "hash-cache" / _cache_name(model)))
+                              str(program / ".state" / "hash-cache" / _cache_name(model)))
         results["up"] = {"total_s": stack.timings["up"], "noop_s": stack.timings["noop_up"],
                          "by_resource_s": breakdown, "model_bytes": sum(p.stat().st_size for p in model.iterdir())}
         results["preview"] = {"noop_s": stack.timings["noop_preview"], "model_gib": round(pad_total / 2**30 + 0.5, 1)}
         results["upload"]["noop_bytes"] = rewritten
         results["upload"]["noop_s"] = round(t_manifest, 3)
-        log(f"stack: up {results['up']}, preview {results['preview']}")
+        log(f"{label}: up {results['up']}, preview {results['preview']}")
     finally:
         stack.run("destroy", "--yes", "--skip-preview", check=False)
         stack.remove()
@@ -407,6 +415,21 @@ def bench_stack(full: bool, results: dict) -> None:
             docker.from_env().volumes.get(f"{stack.name}-data").remove(force=True)
         except docker.errors.NotFound:
             pass
+
+
+def bench_before(full: bool, ref: str, results: dict) -> None:
+    """The stack part with the program at ``ref``: a git worktree of it, same venv, same images."""
+    tree = WORK / f"before-{ref}"
+    subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(tree)], capture_output=True)
+    shutil.rmtree(tree, ignore_errors=True)
+    subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(tree), ref], check=True,
+                   capture_output=True)
+    try:
+        part: dict = {"upload": {}, "load": results.get("load", {})}
+        bench_stack(full, part, program=tree, label=f"stack-before-{ref}")
+        results["before"] = {"ref": ref, "up": part["up"], "preview": part["preview"]}
+    finally:
+        subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(tree)], capture_output=True)
 
 
 def _cache_name(model: Path) -> str:
@@ -418,7 +441,8 @@ def _cache_name(model: Path) -> str:
 def _breakdown(output: str) -> dict[str, float]:
     """Seconds per resource, from the engine's progress lines ("<type> <name> created (51s)")."""
     spans: dict[str, float] = {}
-    for m in re.finditer(r"dynamic/rustfs-vllm:\w+ (\S+) created \(([0-9.]+)s\)", output):
+    for m in re.finditer(r"(?:dynamic/rustfs-vllm:\w+|docker:index/\w+:\w+|command:local:Command) (\S+) "
+                         r"created \(([0-9.]+)s\)", output):
         spans[m.group(1)] = float(m.group(2))
     return spans
 
@@ -428,6 +452,9 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--full", action="store_true", help="4 GiB synthetic set and a 5 GiB model for preview")
     ap.add_argument("--skip-vllm", action="store_true", help="leave out the vLLM load comparison")
+    ap.add_argument("--stack-only", action="store_true", help="only the stack part (up, no-op up, no-op preview)")
+    ap.add_argument("--before", metavar="REF", help="also run the stack part with the program at git revision REF "
+                                                    "and report current/REF ratios")
     ap.add_argument("--preview-5g", action="store_true",
                     help="only the stack part with a 5 GiB model, added to the existing results.json as "
                          "preview.noop_5g_s (does preview time grow with model size?)")
@@ -447,17 +474,28 @@ def main() -> None:
     results: dict = {"mode": "full" if args.full else "quick", "started": time.strftime("%Y-%m-%dT%H:%M:%S"),
                      "server": "rclone serve s3 on loopback (S3 stand-in, not RustFS)"}
     total = (4 if args.full else 1) * 2**30
-    synthetic = synthetic_set(WORK / "synthetic", total, 4)
-    server = Server(WORK / "s3data")
-    try:
-        bench_upload(server, {"synthetic": synthetic, "real-model": MODEL}, results)
-        ours = bench_load(server, synthetic, results)
-        if not args.skip_vllm:
-            bench_vllm(server, ours, results)
-    finally:
-        server.stop()
-        shutil.rmtree(WORK / "s3data", ignore_errors=True)
+    results.setdefault("upload", {})
+    if not args.stack_only:
+        synthetic = synthetic_set(WORK / "synthetic", total, 4)
+        server = Server(WORK / "s3data")
+        try:
+            bench_upload(server, {"synthetic": synthetic, "real-model": MODEL}, results)
+            ours = bench_load(server, synthetic, results)
+            if not args.skip_vllm:
+                bench_vllm(server, ours, results)
+        finally:
+            server.stop()
+            shutil.rmtree(WORK / "s3data", ignore_errors=True)
+    if args.before:
+        bench_before(args.full, args.before, results)
     bench_stack(args.full, results)
+    if args.before:
+        b = results["before"]
+        results["vs_before"] = {
+            "ref": args.before,
+            "up.total_s": round(results["up"]["total_s"] / b["up"]["total_s"], 2),
+            "up.noop_s": round(results["up"]["noop_s"] / b["up"]["noop_s"], 2),
+            "preview.noop_s": round(results["preview"]["noop_s"] / b["preview"]["noop_s"], 2)}
     out = ROOT / "bench" / "results.json"
     out.write_text(json.dumps(results, indent=2))
     table(results)
@@ -465,6 +503,15 @@ def main() -> None:
 
 
 def table(r: dict) -> None:
+    if r.get("vs_before"):
+        v, b = r["vs_before"], r["before"]
+        print(f"\nstack, this checkout vs {v['ref']} (ratio < 1: faster now)")
+        for key, before, now in (("up.total_s", b["up"]["total_s"], r["up"]["total_s"]),
+                                 ("up.noop_s", b["up"]["noop_s"], r["up"]["noop_s"]),
+                                 ("preview.noop_s", b["preview"]["noop_s"], r["preview"]["noop_s"])):
+            print(f"{key:20} before {before:>8}  now {now:>8}  ratio {v[key]}")
+    if "ours_s" not in r.get("upload", {}):
+        return
     rows = [
         ("upload.ours_s", r["upload"]["ours_s"], f"our upload ({r['upload']['ours_setting']}; best here: "
                                                  f"{r['upload']['best_setting_this_run']})"),

@@ -189,7 +189,7 @@ def test_lifecycle(env):
     changed = {s["urn"].split("::")[-1]: s["op"] for s in preview["steps"] if s["op"] != "same"}
     assert changed[f"model-{PREFIX}-objects"] == "update"
     assert set(changed) <= {f"model-{PREFIX}-objects", "mount-command", f"vllm-{PREFIX}-container",
-                            f"smoke-{PREFIX}-completion"}, changed
+                            f"vllm-{PREFIX}-ready-wait", f"smoke-{PREFIX}-completion"}, changed
     stack.run("up", "--yes", "--skip-preview", label="up_one_file")
     after = volume_files(client, env["volume"])
     rewritten = sorted(k for k in after if after[k] != before.get(k))

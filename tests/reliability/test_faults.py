@@ -2,7 +2,7 @@
 data safety checked on the machine. One stack goes through the steps in order (module scope):
 
   S3 server killed mid-upload -> SIGINT mid-run -> SIGKILL mid-upload -> converge (ps sampled,
-  logs kept) -> secrets scan -> rclone killed -> vLLM killed -> destroy with things already gone
+  logs kept) -> secrets scan -> rclone killed (preview notices) -> vLLM killed -> destroy with things already gone
   -> purge touches only managed prefixes of the (adopted) bucket.
 
 The S3 server is an external `rclone serve s3` process (NOT RustFS) that the test stops and starts.
@@ -234,18 +234,25 @@ def test_no_credential_in_state_ps_logs_outputs_inspect_or_rclone_files(world):
     record("secrets scan", "no credential found", ", ".join(places) + "; no rclone.conf written")
 
 
-def test_rclone_dies_refresh_notices_up_remounts(world):
+def test_rclone_dies_preview_notices_up_remounts(world):
     subprocess.run(["pkill", "-9", "-f", f"rclone mount .*:{BUCKET} {world.mount} "], check=False)
     time.sleep(0.5)
-    out = world.stack.run("refresh", "--yes", "--skip-preview").stdout
-    assert "mount-command" in out and "deleted" in out, out[-2000:]
+    # the program notices the dead mount itself (the command provider has no refresh): the plan
+    # replaces the mount and the container bound to it, and says why
+    proc = world.stack.run("preview", "--json")
+    steps = {s["urn"].split("::")[-1]: s["op"] for s in json.loads(proc.stdout)["steps"] if s["op"] != "same"}
+    assert steps.get("mount-command") == "replace", steps
+    assert steps.get(f"vllm-{PREFIX}-container") == "replace", steps
+    assert "is not alive" in proc.stdout + proc.stderr
     world.stack.run("up", "--yes", "--skip-preview", label="up_after_rclone_death")
     with open("/proc/mounts") as fh:
         assert any(line.split()[1] == world.mount and line.split()[2] == "fuse.rclone" for line in fh)
     listing = world.vllm().exec_run(["ls", f"/models/{PREFIX}"]).output.decode()
     assert "model.safetensors" in listing
     assert world.complete()
-    record("rclone killed", "refresh reported the mount gone; up remounted and replaced vLLM, serving again")
+    world.stack.run("preview", "--expect-no-changes")            # converged: the plan is empty again
+    record("rclone killed", "preview showed the mount and vLLM replaced (mount not alive); up remounted "
+           "and replaced vLLM, serving again; the next plan was empty")
 
 
 def test_vllm_killed_restart_policy_brings_it_back(world):

@@ -2,6 +2,7 @@
 driven through up / preview / refresh / destroy by the real engine; checks the machine itself."""
 from __future__ import annotations
 
+import json
 import secrets
 import subprocess
 import time
@@ -18,6 +19,20 @@ STACK_DIR = ROOT / "tests" / "toolchain" / "stack"
 def test_cli_reports_the_built_version():
     out = subprocess.run(["pulumi", "version"], env=pulumi_env(), capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "v3.274.1"
+
+
+def test_plugin_ls_lists_the_providers_the_sdks_ask_for():
+    """docker 5.1.0 and command 1.2.1 are in the project's plugin home (real or stand-in), and
+    bootstrap says which."""
+    env = pulumi_env()
+    out = subprocess.run(["pulumi", "plugin", "ls", "--json"], env=env, capture_output=True, text=True, check=True)
+    have = {(p["name"], p["version"]) for p in json.loads(out.stdout) if p["kind"] == "resource"}
+    assert {("docker", "5.1.0"), ("command", "1.2.1")} <= have
+    said = subprocess.run([str(ROOT / "scripts" / "install-plugins")], env=env, capture_output=True, text=True,
+                          check=True).stdout
+    for name in ("docker", "command"):
+        line = next(line for line in said.splitlines() if line.split()[0] == name)
+        assert "OFFLINE STAND-IN" in line or "real plugin" in line, line
 
 
 def test_warm_bootstrap_takes_seconds():
@@ -48,6 +63,7 @@ def test_up_preview_refresh_destroy_against_the_machine(stack, tmp_path):
     stack.run("up", "--yes", "--skip-preview")
     assert client.containers.get(name).status == "running"
     assert (tmp_path / "command-made-this").read_text() == f"made by {stack.name}\n"
+    assert stack.outputs()["stdout"] == f"made by {stack.name}"
     assert (tmp_path / "dynamic-made-this").read_text() == "hello"
 
     stack.run("preview", "--expect-no-changes")

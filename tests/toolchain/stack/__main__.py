@@ -1,11 +1,13 @@
-"""Toolchain check: one local command, one container from a locally imported image, and one
-Python dynamic resource defined right here (pickled by value), all through the real engine."""
+"""Toolchain check: one pulumi-command local.Command, one pulumi-docker RemoteImage + Container from
+a locally imported image, and one Python dynamic resource defined right here (pickled by value),
+all through the real engine and whichever docker/command plugins this machine has."""
 import os
 
 import pulumi
 from pulumi.dynamic import CreateResult, Resource, ResourceProvider
 
-from components.resources import CommandResource, ContainerResource
+import pulumi_command as command
+import pulumi_docker as docker
 
 cfg = pulumi.Config()
 workdir = cfg.require("workdir")
@@ -31,23 +33,21 @@ class Marker(Resource):
         super().__init__(MarkerProvider(), name, props, opts)
 
 
-cmd = CommandResource("touch", {
-    "create": 'echo "made by $WHO" > "$TARGET"',
-    "delete": 'rm -f "$TARGET"',
-    "read": 'test -f "$TARGET"',
-    "environment": {"TARGET": os.path.join(workdir, "command-made-this"), "WHO": stack},
-})
+cmd = command.local.Command(
+    "touch",
+    create='echo "made by $WHO" > "$TARGET" && cat "$TARGET"',
+    delete='rm -f "$TARGET"',
+    environment={"TARGET": os.path.join(workdir, "command-made-this"), "WHO": stack})
 marker = Marker("marker", {"path": os.path.join(workdir, "dynamic-made-this"), "text": "hello"})
-container = ContainerResource("web", {
-    "name": f"rvllm-toolchain-{stack}",
-    "image": cfg.require("image"),
-    "entrypoint": ["/usr/local/bin/rclone"],
-    "command": ["serve", "http", "/tmp", "--addr", ":8080", "--config", "/dev/null"],
-    "labels": {"rustfs-vllm.stack": stack},
-    "ports": [{"internal": 8080, "external": port, "ip": "127.0.0.1"}],
-    "restart": "no",
-    "ready_url": f"http://127.0.0.1:{port}/",
-    "ready_timeout": 30,
-})
+image = docker.RemoteImage("image", name=cfg.require("image"), keep_locally=True)
+container = docker.Container(
+    "web",
+    name=f"rvllm-toolchain-{stack}",
+    image=image.image_id,
+    entrypoints=["/usr/local/bin/rclone"],
+    command=["serve", "http", "/tmp", "--addr", ":8080", "--config", "/dev/null"],
+    labels=[docker.ContainerLabelArgs(label="rustfs-vllm.stack", value=stack)],
+    ports=[docker.ContainerPortArgs(internal=8080, external=port, ip="127.0.0.1")],
+    opts=pulumi.ResourceOptions(delete_before_replace=True))
 pulumi.export("stdout", cmd.stdout)
-pulumi.export("container_id", container.container_id)
+pulumi.export("container_id", container.id)
