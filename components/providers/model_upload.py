@@ -9,9 +9,10 @@ afterwards. Destroy removes the prefix only when purge was configured.
 from __future__ import annotations
 
 import os
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import Any, Callable, Optional
 
 from pulumi.dynamic import CheckFailure, CheckResult, CreateResult, DiffResult, ReadResult, ResourceProvider, UpdateResult
 
@@ -24,6 +25,47 @@ REPLACE_ON = ("endpoint", "bucket", "prefix")
 DEFAULT_FILE_WORKERS = 4
 DEFAULT_PART_WORKERS = 1
 UPDATE_ON = ("manifest", "source", "access_key", "secret_key", "purge", "file_workers", "part_workers")
+
+
+PROGRESS_EVERY = 5.0  # seconds between progress lines of a running upload
+
+
+class Progress:
+    """Counts files and bytes sent and prints one line every PROGRESS_EVERY seconds while an
+    upload runs (a dynamic provider's output reaches `pulumi up` as it is printed)."""
+
+    def __init__(self, prefix: str, files: int, total: int, every: Optional[float] = None) -> None:
+        self.prefix, self.files, self.total = prefix, files, total
+        self.every = PROGRESS_EVERY if every is None else every
+        self.done_files = 0
+        self.done_bytes = 0
+        self.started = time.monotonic()
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._report, daemon=True)
+
+    def add(self, nbytes: int = 0, files: int = 0) -> None:
+        with self._lock:
+            self.done_bytes += nbytes
+            self.done_files += files
+
+    def line(self) -> str:
+        secs = max(time.monotonic() - self.started, 1e-6)
+        return (f"upload {self.prefix}: {self.done_files}/{self.files} files, "
+                f"{self.done_bytes / 2**20:.0f}/{self.total / 2**20:.0f} MiB, "
+                f"{self.done_bytes / 2**20 / secs:.1f} MB/s")
+
+    def _report(self) -> None:
+        while not self._stop.wait(self.every):
+            print(self.line(), flush=True)
+
+    def __enter__(self) -> "Progress":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._stop.set()
+        self._thread.join()
 
 
 def _key(prefix: str, rel: str) -> str:
@@ -71,15 +113,19 @@ def abort_incomplete(c: Any, bucket: str, prefix: str) -> int:
     return n
 
 
-def put_file(c: Any, bucket: str, key: str, path: str, want: dict[str, Any], part_workers: int) -> int:
+def put_file(c: Any, bucket: str, key: str, path: str, want: dict[str, Any], part_workers: int,
+             sent: Optional[Callable[[int], None]] = None) -> int:
     """Upload one file (multipart from MULTIPART_THRESHOLD on, ``part_workers`` parts in flight) and
     verify it: the ETag the server computed from the bytes it received must equal the one computed
-    here. Returns the bytes sent. An unfinished multipart upload is aborted."""
+    here. Returns the bytes sent. An unfinished multipart upload is aborted. ``sent`` is told the
+    bytes of every part as it completes."""
+    sent = sent or (lambda n: None)
     meta = {"sha256": want["sha256"]}
     size = int(want["size"])
     if size < MULTIPART_THRESHOLD:
         with open(path, "rb") as fh:
             etag = c.put_object(Bucket=bucket, Key=key, Body=fh.read(), Metadata=meta)["ETag"]
+        sent(size)
     else:
         upload_id = c.create_multipart_upload(Bucket=bucket, Key=key, Metadata=meta)["UploadId"]
 
@@ -88,6 +134,7 @@ def put_file(c: Any, bucket: str, key: str, path: str, want: dict[str, Any], par
                 fh.seek((number - 1) * PART_SIZE)
                 data = fh.read(PART_SIZE)
             resp = c.upload_part(Bucket=bucket, Key=key, UploadId=upload_id, PartNumber=number, Body=data)
+            sent(len(data))
             return {"PartNumber": number, "ETag": resp["ETag"]}
 
         numbers = range(1, (size + PART_SIZE - 1) // PART_SIZE + 1)
@@ -156,14 +203,20 @@ def sync(props: dict[str, Any], old_manifest: dict[str, Any] | None = None) -> d
         if st.st_size != manifest[rel]["size"]:
             raise RuntimeError(f"{full} changed since the preview (size {st.st_size}, manifest "
                                f"{manifest[rel]['size']}); run `pulumi up` again")
-        return put_file(c, bucket, _key(prefix, rel), full, manifest[rel], part_workers)
+        size = put_file(c, bucket, _key(prefix, rel), full, manifest[rel], part_workers, progress.add)
+        progress.add(files=1)
+        return size
 
+    progress = Progress(prefix, len(todo), sum(int(manifest[rel]["size"]) for rel in todo))
     try:
-        if file_workers > 1:
-            with ThreadPoolExecutor(max_workers=file_workers) as pool:
-                sent = sum(pool.map(upload, todo))
-        else:
-            sent = sum(upload(rel) for rel in todo)
+        with progress:
+            if file_workers > 1:
+                with ThreadPoolExecutor(max_workers=file_workers) as pool:
+                    sent = sum(pool.map(upload, todo))
+            else:
+                sent = sum(upload(rel) for rel in todo)
+        if todo:
+            print(progress.line() + " (done)", flush=True)
         for i in range(0, len(stale), 1000):
             c.delete_objects(Bucket=bucket, Delete={"Objects": [{"Key": _key(prefix, r)} for r in stale[i:i + 1000]],
                                                    "Quiet": True})

@@ -170,3 +170,24 @@ def test_upload_verification_rejects_a_wrong_server_etag(s3_server, model, tmp_p
     with pytest.raises(RuntimeError) as info:
         put_file(s3_server.client(), "models", "m1/model.safetensors", str(target), pr["manifest"]["model.safetensors"], 2)
     assert "verification of s3://models/m1/model.safetensors failed" in str(info.value)
+
+
+def test_a_running_upload_reports_progress(s3_server, tmp_path, capsys):
+    """Files and bytes done and MB/s, printed while the upload runs and once at the end."""
+    from components.providers import model_upload
+
+    src = make_model(tmp_path / "big", weights_bytes=40 * 2**20)
+    c = s3_server.client()
+    c.create_bucket(Bucket="progress")
+    props = s3_server.props(bucket="progress", prefix="big", source=str(src),
+                            manifest=manifest_mod.build(str(src), str(tmp_path / "h.json")))
+    old = model_upload.PROGRESS_EVERY
+    model_upload.PROGRESS_EVERY = 0.01
+    try:
+        model_upload.sync(props)
+    finally:
+        model_upload.PROGRESS_EVERY = old
+    lines = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("upload big:")]
+    assert len(lines) >= 2, lines                       # while running, and the final line
+    assert lines[-1].startswith("upload big: 4/4 files, 40/40 MiB,") and lines[-1].endswith("(done)")
+    assert "MB/s" in lines[0]

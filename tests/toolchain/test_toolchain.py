@@ -80,3 +80,45 @@ def test_up_preview_refresh_destroy_against_the_machine(stack, tmp_path):
         client.containers.get(name)
     assert not (tmp_path / "command-made-this").exists()
     assert not (tmp_path / "dynamic-made-this").exists()
+
+
+def test_remote_image_is_pulled_by_up_from_a_registry(stack, tmp_path):
+    """An image that is not on the Docker host: `up` pulls it (docker.RemoteImage) from a real
+    registry on loopback, runs the container from it, and destroy keeps it (keep_locally)."""
+    from tests.registry import Registry
+
+    base = subprocess.run([str(ROOT / "scripts" / "build-s3-standin-image")], capture_output=True, text=True,
+                          check=True).stdout.split()[-1]
+    registry = Registry(tmp_path / "registry")
+    client = docker.from_env()
+    ref = f"{registry.host}/rustfs-vllm-test/pull-me:{stack.name}"
+    try:
+        ctx = tmp_path / "ctx"
+        ctx.mkdir()
+        (ctx / "marker").write_text(stack.name)         # a layer of its own: removing the image removes it
+        (ctx / "Dockerfile").write_text(f"FROM {base}\nCOPY marker /marker\n")
+        client.images.build(path=str(ctx), tag=ref)
+        for line in client.images.push(ref, stream=True, decode=True):
+            assert "error" not in line, line
+        client.images.remove(ref, force=True)
+        with pytest.raises(docker.errors.ImageNotFound):
+            client.images.get(ref)
+
+        port = free_port()
+        stack.set("workdir", str(tmp_path))
+        stack.set("port", str(port))
+        stack.set("image", ref)
+        stack.run("up", "--yes", "--skip-preview")
+        pulled = client.images.get(ref)                  # pulled by up
+        c = client.containers.get(f"rvllm-toolchain-{stack.name}")
+        assert c.status == "running" and c.image.id == pulled.id
+        assert c.exec_run(["cat", "/marker"]).output.decode() == stack.name
+        stack.run("preview", "--expect-no-changes")
+        stack.run("destroy", "--yes", "--skip-preview")
+        assert client.images.get(ref).id == pulled.id    # keep_locally: destroy leaves the image
+    finally:
+        try:
+            client.images.remove(ref, force=True)
+        except docker.errors.ImageNotFound:
+            pass
+        registry.stop()
