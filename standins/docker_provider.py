@@ -27,13 +27,12 @@ names it and says this is the stand-in.
 from __future__ import annotations
 
 import io
-import json
 import os
 import tarfile
 import time
-from typing import Any, Optional
+from typing import Any
 
-from standins.plugin import Context, DiffResult, ProviderError, Resource, canonical, has_unknowns, serve
+from standins.plugin import DiffResult, ProviderError, Resource, canonical, has_unknowns, serve
 
 VERSION = "5.1.0"
 STANDIN = "the offline stand-in for pulumi-docker"

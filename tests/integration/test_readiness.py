@@ -7,23 +7,9 @@ import os
 import subprocess
 import time
 
-import docker
-import pytest
-
 from tests.helpers import ROOT, free_port
 
 SCRIPT = str(ROOT / "scripts" / "wait-ready")
-
-
-@pytest.fixture(scope="module")
-def image():
-    out = subprocess.run([str(ROOT / "scripts" / "build-s3-standin-image")], capture_output=True, text=True, check=True)
-    return out.stdout.strip().splitlines()[-1]
-
-
-@pytest.fixture
-def client():
-    return docker.from_env()
 
 
 def wait(name: str, url: str, **env: str) -> subprocess.CompletedProcess:

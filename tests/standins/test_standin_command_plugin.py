@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import grpc
 import pytest
-from pulumi.runtime.proto import plugin_pb2, provider_pb2
+from pulumi.runtime.proto import provider_pb2
 
 from standins.plugin import SECRET_SIG, decode
 

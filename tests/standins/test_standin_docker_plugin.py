@@ -15,22 +15,11 @@ import pytest
 from pulumi.runtime.proto import provider_pb2
 
 from standins.plugin import decode
-from tests.helpers import ROOT, free_port
+from tests.helpers import free_port
 
 CONTAINER = "docker:index/container:Container"
 IMAGE = "docker:index/remoteImage:RemoteImage"
 VOLUME = "docker:index/volume:Volume"
-
-
-@pytest.fixture(scope="module")
-def image():
-    out = subprocess.run([str(ROOT / "scripts" / "build-s3-standin-image")], capture_output=True, text=True, check=True)
-    return out.stdout.strip().splitlines()[-1]
-
-
-@pytest.fixture
-def client():
-    return docker.from_env()
 
 
 def serve_http(image: str, name: str, port: int, **extra) -> dict:
