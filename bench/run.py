@@ -441,7 +441,7 @@ def _cache_name(model: Path) -> str:
 def _breakdown(output: str) -> dict[str, float]:
     """Seconds per resource, from the engine's progress lines ("<type> <name> created (51s)")."""
     spans: dict[str, float] = {}
-    for m in re.finditer(r"(?:dynamic/rustfs-vllm:\w+|docker:index/\w+:\w+|command:local:Command) (\S+) "
+    for m in re.finditer(r"(?:dynamic/rustfs-vllm:\w+|docker:index(?:/\w+)?:\w+|command:local:Command) (\S+) "
                          r"created \(([0-9.]+)s\)", output):
         spans[m.group(1)] = float(m.group(2))
     return spans
