@@ -28,7 +28,7 @@ pulumi.export("s3_server", stack.server.kind)
 pulumi.export("s3_endpoint", stack.server.endpoint)
 pulumi.export("bucket", stack.bucket.name)
 pulumi.export("bucket_adopted", stack.bucket.adopted)
-pulumi.export("mount_path", stack.mount.path)
+pulumi.export("mount_path", stack.mount_root.path)
 pulumi.export("models", {name: {"base_url": s.base_url, "served_name": s.served_name,
                                 "prefix": f"s3://{cfg.bucket}/{stack.uploads[name].prefix_value}/"}
                          for name, s in stack.servers.items()})

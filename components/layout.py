@@ -99,22 +99,47 @@ def mounted_at(path: str) -> Optional[str]:
     return None
 
 
-def mount_point_problem(path: str) -> Optional[str]:
-    """Why ``path`` cannot become our mount point, or None.
+def is_self_bind(path: str) -> bool:
+    """``path`` is a bind mount of itself (the mount root this program makes shared)."""
+    target = os.path.realpath(path)
+    try:
+        with open("/proc/self/mountinfo", encoding="utf-8") as fh:
+            for line in fh:
+                parts = line.split()
+                if len(parts) > 4 and parts[4].replace("\\040", " ") == target and parts[3] != "/" \
+                        and target.endswith(parts[3].replace("\\040", " ")):
+                    return True  # the root field is relative to its filesystem: a tail of the path
+    except OSError:
+        return False
+    return False
 
-    A path that is already a FUSE rclone mount is fine: it is ours from an earlier run (the mount
-    resource adopts or replaces it). Anything else mounted there, or a non-empty folder, is refused:
-    mounting over it would hide its files.
+
+def mount_point_problem(path: str) -> Optional[str]:
+    """Why ``path`` cannot become our mount root, or None.
+
+    Ours from an earlier run is fine: the root as a bind mount of itself, the models' rclone mounts
+    (or empty folders) in it, or a whole-bucket rclone mount of an older version of this program.
+    Anything else mounted there, or other files, is refused: mounting over it would hide them.
     """
     if os.path.exists(path) and not os.path.isdir(path):
         return "a folder path (a file exists there)"
     fstype = mounted_at(path)
-    if fstype is not None:
-        return None if fstype == "fuse.rclone" else f"a path with nothing mounted on it (a {fstype} filesystem is)"
-    if os.path.isdir(path):
+    if fstype is not None and fstype != "fuse.rclone" and not is_self_bind(path):
+        return f"a path with nothing mounted on it (a {fstype} filesystem is)"
+    if os.path.isdir(path) and fstype != "fuse.rclone":
         try:
-            if os.listdir(path):
-                return "an empty or missing folder (it has files, which the mount would hide)"
+            entries = os.listdir(path)
         except OSError as exc:
             return f"a folder this user can read ({exc.strerror})"
+        for name in entries:
+            full = os.path.join(path, name)
+            if mounted_at(full) == "fuse.rclone":
+                continue
+            if os.path.isdir(full) and not os.path.islink(full):
+                try:
+                    if not os.listdir(full):
+                        continue
+                except OSError:
+                    pass
+            return "an empty or missing folder (it has files, which the mount would hide)"
     return None

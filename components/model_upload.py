@@ -50,6 +50,7 @@ class ModelUpload(pulumi.ComponentResource):
             "file_workers": args.file_workers, "part_workers": args.part_workers,
             "access_key": pulumi.Output.secret(args.access_key), "secret_key": pulumi.Output.secret(args.secret_key),
         }, pulumi.ResourceOptions(parent=self, depends_on=opts.depends_on if opts else None))
+        self.manifest = manifest
         self.prefix_value = args.prefix
         self.prefix = pulumi.Output.from_input(args.prefix)
         self.files = pulumi.Output.from_input(sorted(manifest))

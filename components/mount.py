@@ -1,29 +1,62 @@
-"""RcloneMount: the bucket mounted read-only on this host with rclone over FUSE.
+"""The models, mounted read-only on this host with rclone over FUSE.
 
-A pulumi-command ``local.Command`` runs ``scripts/rclone-mount``: create mounts (and waits until the
-model files are visible), delete unmounts (and succeeds when nothing is mounted). Credentials reach
-rclone through RCLONE_CONFIG_<REMOTE>_* variables in the command's secret ``environment``, never
-argv. Anything that needs a remount (bucket, endpoint, path, flags, rclone binary, the models'
-revisions) is in ``triggers``; the command is replaced delete-first (one mount point).
+Layout (what users see is the guide's: ``<mountPath>/<prefix>/config.json``):
 
-A dead rclone (killed, crashed): the real command provider has no refresh, so the program looks
-itself. The mount script records the mount's generation in a marker file; when the marker says a
-mount was made but no live rclone mount is at the path, the program asks for the next generation
-(a trigger), so ``preview`` shows the mount (and the containers bound to it) being replaced and
-``up`` mounts again. Once remounted the marker holds that generation and plans are empty again.
+- ``MountRoot``: ``mountPath`` made a bind mount of itself with shared propagation. The vLLM
+  containers bind it at ``/models`` with ``rslave`` propagation, so every mount made, re-made or
+  removed under it after a container started reaches that container.
+- ``RcloneMount``, one per model: ``<bucket>/<prefix>`` mounted at ``<mountPath>/<prefix>`` by its
+  own rclone under a supervisor that mounts again within seconds when rclone dies. Adding,
+  removing or changing one model touches only that model's mount; re-mounting one (new
+  credentials, flags, a dead rclone) reaches its running container without replacing it.
+
+Both are pulumi-command ``local.Command``s running ``scripts/rclone-mount``. Credentials reach rclone
+through RCLONE_CONFIG_<REMOTE>_* variables in the command's secret ``environment``, never argv.
+A model mount's ``triggers`` hold what needs a new mount (endpoint, bucket, prefix, path, cache,
+flags, rclone binary) and the model's revision: an updated model gets a fresh rclone, and the
+mount returns only when every file is visible with the uploaded size (and the small files with
+their sha256), so a vLLM started after it reads the new bytes.
+
+A dead mount that its supervisor did not bring back (the supervisor itself killed): the real
+command provider has no refresh, so the program looks itself. The mount script records each
+mount's generation in a marker file; when the marker says a mount was made but no live rclone
+mount is at its path, the program asks for the next generation (a trigger), so ``preview`` shows
+that one mount replaced and ``up`` mounts it again; the containers are not replaced.
 """
 from __future__ import annotations
 
 import json
 import os
 import re
-from dataclasses import dataclass, field
-from typing import Callable, Optional, Sequence
+from dataclasses import dataclass
+from typing import Callable, Mapping, Optional, Sequence
 
 import pulumi
 import pulumi_command as command
 
 SCRIPT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "scripts", "rclone-mount")
+HASHED_BELOW = 16 * 2**20   # files smaller than this are checked by sha256 through the mount
+
+
+@dataclass
+class MountRootArgs:
+    path: str
+
+
+class MountRoot(pulumi.ComponentResource):
+    path: pulumi.Output[str]
+
+    def __init__(self, name: str, args: MountRootArgs, opts: Optional[pulumi.ResourceOptions] = None) -> None:
+        super().__init__("rustfs-vllm:serving:MountRoot", name, None, opts)
+        self.command = command.local.Command(
+            f"{name}-command",
+            create=f"{SCRIPT} root-up",
+            delete=f"{SCRIPT} root-down",
+            environment={"RV_ROOT": args.path},
+            triggers=[args.path],
+            opts=pulumi.ResourceOptions(parent=self, delete_before_replace=True))
+        self.path = pulumi.Output.from_input(args.path)
+        self.register_outputs({"path": self.path})
 
 
 @dataclass
@@ -31,21 +64,28 @@ class RcloneMountArgs:
     remote: str
     endpoint: pulumi.Input[str]
     bucket: pulumi.Input[str]
+    prefix: str
     access_key: pulumi.Input[str]
     secret_key: pulumi.Input[str]
-    mount_path: str
+    root: str
     cache_dir: str
     rclone: str
     marker_file: str
+    manifest: Mapping[str, Mapping[str, object]]
+    revision: pulumi.Input[str]
     flags: Sequence[str] = ()
-    wait_files: Sequence[pulumi.Input[str]] = ()
     log_file: str = "/dev/null"
-    revisions: Sequence[pulumi.Input[str]] = field(default_factory=list)
     alive: Optional[Callable[[str], bool]] = None     # is a live rclone mount at this path?
 
 
 def remote_name(name_prefix: str) -> str:
     return re.sub(r"[^A-Za-z0-9]", "_", name_prefix).upper()
+
+
+def expectations(manifest: Mapping[str, Mapping[str, object]]) -> dict[str, list]:
+    """{file: [size, sha256 or ""]}: what must be visible through the mount before it counts."""
+    return {rel: [int(e["size"]), str(e["sha256"]) if int(e["size"]) < HASHED_BELOW else ""]
+            for rel, e in sorted(manifest.items())}
 
 
 def generation(marker_file: str, mount_path: str, alive: Optional[Callable[[str], bool]]) -> int:
@@ -56,25 +96,26 @@ def generation(marker_file: str, mount_path: str, alive: Optional[Callable[[str]
     except (OSError, ValueError, AttributeError):
         return 0  # never mounted (or destroyed): the first generation
     if alive is not None and not alive(mount_path):
-        pulumi.log.warn(f"the rclone mount at {mount_path} is not alive (rclone died or was unmounted); "
-                        "this run mounts it again and replaces the containers reading through it")
+        pulumi.log.warn(f"the rclone mount at {mount_path} is not alive (rclone and its supervisor died, or it "
+                        "was unmounted); this run mounts it again (the container reading it stays)")
         return current + 1
     return current
 
 
 class RcloneMount(pulumi.ComponentResource):
     path: pulumi.Output[str]
-    mount_id: pulumi.Output[str]
 
     def __init__(self, name: str, args: RcloneMountArgs, opts: Optional[pulumi.ResourceOptions] = None) -> None:
         super().__init__("rustfs-vllm:serving:RcloneMount", name, None, opts)
         r = args.remote
-        gen = generation(args.marker_file, args.mount_path, args.alive)
-        env = pulumi.Output.all(args.endpoint, args.bucket, args.access_key, args.secret_key,
-                                pulumi.Output.all(*args.wait_files)).apply(lambda v: {
-            "RV_RCLONE": args.rclone, "RV_REMOTE": r, "RV_BUCKET": v[1], "RV_MOUNT": args.mount_path,
-            "RV_CACHE_DIR": args.cache_dir, "RV_FLAGS": "\n".join(args.flags), "RV_LOG": args.log_file,
-            "RV_WAIT_FILES": "\n".join(v[4]), "RV_MARKER": args.marker_file, "RV_GENERATION": str(gen),
+        mount_path = os.path.join(args.root, args.prefix)
+        gen = generation(args.marker_file, mount_path, args.alive)
+        expect = json.dumps(expectations(args.manifest))
+        env = pulumi.Output.all(args.endpoint, args.bucket, args.access_key, args.secret_key).apply(lambda v: {
+            "RV_RCLONE": args.rclone, "RV_REMOTE": r, "RV_SOURCE": f"{v[1]}/{args.prefix}", "RV_ROOT": args.root,
+            "RV_MOUNT": mount_path, "RV_CACHE_DIR": args.cache_dir, "RV_FLAGS": "\n".join(args.flags),
+            "RV_LOG": args.log_file, "RV_EXPECT": expect, "RV_MARKER": args.marker_file,
+            "RV_GENERATION": str(gen),
             f"RCLONE_CONFIG_{r}_TYPE": "s3", f"RCLONE_CONFIG_{r}_PROVIDER": "Other",
             f"RCLONE_CONFIG_{r}_ENDPOINT": v[0], f"RCLONE_CONFIG_{r}_REGION": "us-east-1",
             f"RCLONE_CONFIG_{r}_FORCE_PATH_STYLE": "true",
@@ -85,9 +126,9 @@ class RcloneMount(pulumi.ComponentResource):
             create=f"{SCRIPT} mount",
             delete=f"{SCRIPT} unmount",
             environment=pulumi.Output.secret(env),
-            triggers=[args.endpoint, args.bucket, args.mount_path, args.cache_dir, list(args.flags), args.rclone,
-                      f"generation-{gen}", *args.revisions],
-            opts=pulumi.ResourceOptions(parent=self, delete_before_replace=True))
-        self.path = pulumi.Output.from_input(args.mount_path)
-        self.mount_id = self.command.id
-        self.register_outputs({"path": self.path, "mount_id": self.mount_id})
+            triggers=[args.endpoint, args.bucket, args.prefix, mount_path, args.cache_dir, list(args.flags),
+                      args.rclone, f"generation-{gen}", args.revision],
+            opts=pulumi.ResourceOptions(parent=self, delete_before_replace=True,
+                                        depends_on=opts.depends_on if opts else None))
+        self.path = pulumi.Output.from_input(mount_path)
+        self.register_outputs({"path": self.path})

@@ -1,9 +1,12 @@
 """ServingStack: the whole graph, from a validated StackConfig.
 
-    S3Server (ready) -> Bucket -> ModelUpload (one per model) -> RcloneMount -> VllmServer -> SmokeTest
+    S3Server (ready) -> Bucket -> per model: ModelUpload -> RcloneMount -> VllmServer -> SmokeTest
+                                  MountRoot (shared) ----------^
 
-The server's readiness orders the bucket and uploads by ``depends_on``: no value of the server flows
-into their inputs, so replacing the server container never replaces the bucket or an upload.
+Each model's chain is its own: adding, removing or changing one model replaces only that model's
+resources. Readiness and ordering are ``depends_on`` edges, not values threaded into inputs, so
+replacing the server container never replaces the bucket or an upload, and re-mounting a model
+never replaces its container.
 """
 from __future__ import annotations
 
@@ -18,7 +21,7 @@ from . import machine
 from .bucket import Bucket, BucketArgs
 from .config import StackConfig
 from .model_upload import ModelUpload, ModelUploadArgs
-from .mount import RcloneMount, RcloneMountArgs, remote_name
+from .mount import MountRoot, MountRootArgs, RcloneMount, RcloneMountArgs, remote_name
 from .s3_server import S3Server, S3ServerArgs
 from .smoke import SmokeTest, SmokeTestArgs
 from .vllm import VllmServer, VllmServerArgs
@@ -56,14 +59,18 @@ class ServingStack(pulumi.ComponentResource):
                 purge=cfg.purge_on_destroy), after_server)
 
         os.makedirs(os.path.join(cfg.state_dir, "logs"), exist_ok=True)
-        self.mount = RcloneMount("mount", RcloneMountArgs(
-            remote=remote_name(cfg.name_prefix), endpoint=endpoint, bucket=self.bucket.name,
-            access_key=access_key, secret_key=secret_key, mount_path=cfg.mount_path,
-            cache_dir=cfg.mount_cache_dir, rclone=cfg.rclone_binary, flags=cfg.mount_flags,
-            wait_files=[u.prefix.apply(lambda p: f"{p}/config.json") for u in self.uploads.values()],
-            log_file=os.path.join(cfg.state_dir, "logs", f"rclone-{cfg.stack}.log"),
-            marker_file=os.path.join(cfg.state_dir, "mounts", f"{cfg.stack}.json"), alive=machine.mount_alive,
-            revisions=[u.revision for u in self.uploads.values()]), child)
+        self.mount_root = MountRoot("mount-root", MountRootArgs(path=cfg.mount_path), child)
+        self.mounts: dict[str, RcloneMount] = {}
+        for m in cfg.models:
+            upload = self.uploads[m.name]
+            self.mounts[m.name] = RcloneMount(f"mount-{m.prefix}", RcloneMountArgs(
+                remote=remote_name(cfg.name_prefix), endpoint=endpoint, bucket=self.bucket.name, prefix=m.prefix,
+                access_key=access_key, secret_key=secret_key, root=cfg.mount_path,
+                cache_dir=os.path.join(cfg.mount_cache_dir, m.prefix), rclone=cfg.rclone_binary,
+                flags=cfg.mount_flags, manifest=upload.manifest, revision=upload.revision,
+                log_file=os.path.join(cfg.state_dir, "logs", f"rclone-{cfg.stack}-{m.prefix}.log"),
+                marker_file=os.path.join(cfg.state_dir, "mounts", cfg.stack, f"{m.prefix}.json"),
+                alive=machine.mount_alive), pulumi.ResourceOptions(parent=self, depends_on=[self.mount_root]))
 
         # One image resource for all models: pulled by `up` when missing, kept on destroy.
         self.vllm_image = docker.RemoteImage("vllm-image", docker.RemoteImageArgs(
@@ -76,12 +83,14 @@ class ServingStack(pulumi.ComponentResource):
                 stack=cfg.stack, container_name=f"{cfg.name_prefix}-vllm-{m.prefix.lower()}",
                 image_id=self.vllm_image.image_id,
                 model_dir=f"/models/{m.prefix}", served_name=m.name, dtype=m.dtype, max_model_len=m.max_model_len,
-                port=m.port, mount_path=cfg.mount_path, mount_id=self.mount.mount_id, bind_address=cfg.bind_address,
+                port=m.port, mount_path=cfg.mount_path, revision=self.uploads[m.name].revision,
+                bind_address=cfg.bind_address,
                 gpu_memory_utilization=m.gpu_memory_utilization, kv_cache_space_gib=m.kv_cache_space_gib,
                 extra_args=m.extra_args, env=cfg.vllm_env, api_key=pulumi.Output.secret(cfg.vllm_api_key),
                 has_api_key=bool(cfg.vllm_api_key),
                 shm_size=cfg.vllm_shm_size, gpus=cfg.vllm_gpus, restart=cfg.vllm_restart,
-                ready_timeout=cfg.vllm_ready_timeout), pulumi.ResourceOptions(parent=self, depends_on=[self.mount]))
+                ready_timeout=cfg.vllm_ready_timeout),
+                pulumi.ResourceOptions(parent=self, depends_on=[self.mount_root, self.mounts[m.name]]))
             self.servers[m.name] = server
             if cfg.smoke_test:
                 self.smoke[m.name] = SmokeTest(f"smoke-{m.prefix}", SmokeTestArgs(

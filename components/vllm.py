@@ -3,11 +3,13 @@
 The argv is the guide's (``--model /models/<prefix> --served-model-name ... --dtype ...
 --max-model-len ... [--gpu-memory-utilization ...]``) followed by the model's extra arguments; the
 image's entrypoint is kept, so any image that accepts vllm/vllm-openai-cpu's argv works unchanged.
-The mount is bound read-only at /models.
+The mount root is bound read-only at /models with ``rslave`` propagation: the model's own mount
+(``<mountPath>/<prefix>``) appears as ``/models/<prefix>``, and a re-made mount reaches the running
+container.
 
 Declared with pulumi-docker's ``Container`` (replaced delete-first: fixed name and port), then a
-readiness wait from this host until ``/v1/models`` lists the model. The mount's id is a label, so a
-re-created mount replaces the container and it always reads through a live mount. An API key
+readiness wait from this host until ``/v1/models`` lists the model. The model's revision is a label:
+new weights replace the container (vLLM loads them at start); nothing about the mount does. An API key
 reaches vLLM as a secret file: a ``--config`` YAML file uploaded into the container (vLLM reads
 its options from it), never argv or environment, so ``docker inspect`` shows no key.
 """
@@ -38,8 +40,8 @@ class VllmServerArgs:
     dtype: str
     max_model_len: int
     port: int
-    mount_path: str
-    mount_id: pulumi.Input[str]
+    mount_path: str                   # the mount root, bound at /models
+    revision: pulumi.Input[str]
     bind_address: str = "0.0.0.0"
     gpu_memory_utilization: Optional[float] = None
     kv_cache_space_gib: Optional[float] = None
@@ -101,13 +103,15 @@ class VllmServer(pulumi.ComponentResource):
             command=vllm_argv(args),
             envs=[f"{k}={v}" for k, v in sorted(env.items())],
             uploads=uploads,
-            labels=labels(args.stack, "vllm", model=args.served_name, mount=args.mount_id),
+            labels=labels(args.stack, "vllm", model=args.served_name, revision=args.revision),
             ports=[docker.ContainerPortArgs(internal=8000, external=args.port, ip=args.bind_address)],
-            mounts=[docker.ContainerMountArgs(type="bind", source=args.mount_path, target="/models", read_only=True)],
+            mounts=[docker.ContainerMountArgs(type="bind", source=args.mount_path, target="/models", read_only=True,
+                                              bind_options=docker.ContainerMountBindOptionsArgs(propagation="rslave"))],
             shm_size=shm_megabytes(args.shm_size),
             gpus=docker_gpus(args.gpus),
             restart=args.restart,
-        ), pulumi.ResourceOptions(parent=self, delete_before_replace=True))
+        ), pulumi.ResourceOptions(parent=self, delete_before_replace=True,
+                                  depends_on=opts.depends_on if opts else None))
         self.ready = ReadinessWait(f"{name}-ready", ReadinessWaitArgs(
             container_id=self.container.id, container_name=args.container_name,
             url=f"http://127.0.0.1:{args.port}/v1/models", contains=f'"{args.served_name}"',

@@ -135,7 +135,7 @@ def test_lifecycle(env):
     out = stack.run("preview", "--json", label="preview_empty").stdout
     steps = json.loads(out)["steps"]
     created = sorted(s["urn"].split("::")[-1] for s in steps if s["op"] == "create")
-    assert {"s3-container", "bucket-bucket", f"model-{PREFIX}-objects", "mount-command",
+    assert {"s3-container", "bucket-bucket", f"model-{PREFIX}-objects", "mount-root-command", f"mount-{PREFIX}-command",
             f"vllm-{PREFIX}-container", f"smoke-{PREFIX}-completion"} <= set(created)
     assert client.containers.list(all=True, filters=ours) == []
     assert mounts_at(env["mount"]) == []
@@ -164,12 +164,13 @@ def test_lifecycle(env):
     inside = vllm.exec_run(["sha256sum", f"/models/{PREFIX}/model.safetensors"]).output.decode().split()[0]
     assert inside == sha256(model / "model.safetensors")
 
-    # 3. the machine: read-only FUSE mount, the bind and argv, every object equal to its source
-    [mnt] = mounts_at(env["mount"])
+    # 3. the machine: the model's read-only FUSE mount under the shared root, the rslave bind of the
+    #    root and the argv, every object equal to its source
+    [mnt] = mounts_at(f"{env['mount']}/{PREFIX}")
     assert mnt[2] == "fuse.rclone" and "ro" in mnt[3].split(",")
     vllm.reload()
     [bind] = [m for m in vllm.attrs["Mounts"] if m["Destination"] == "/models"]
-    assert bind["Source"] == env["mount"] and bind["RW"] is False
+    assert bind["Source"] == env["mount"] and bind["RW"] is False and bind["Propagation"] == "rslave"
     assert vllm.attrs["Config"]["Cmd"] == ["--model", f"/models/{PREFIX}", "--served-model-name", SERVED, "--dtype",
                                          "float32", "--max-model-len", "512", "--enforce-eager"]
     c = s3.client(f"http://127.0.0.1:{env['s3_port']}", env["access"], env["secret"])
@@ -188,7 +189,7 @@ def test_lifecycle(env):
     preview = json.loads(stack.run("preview", "--json", label="preview_change").stdout)
     changed = {s["urn"].split("::")[-1]: s["op"] for s in preview["steps"] if s["op"] != "same"}
     assert changed[f"model-{PREFIX}-objects"] == "update"
-    assert set(changed) <= {f"model-{PREFIX}-objects", "mount-command", f"vllm-{PREFIX}-container",
+    assert set(changed) <= {f"model-{PREFIX}-objects", f"mount-{PREFIX}-command", f"vllm-{PREFIX}-container",
                             f"vllm-{PREFIX}-ready-wait", f"smoke-{PREFIX}-completion"}, changed
     stack.run("up", "--yes", "--skip-preview", label="up_one_file")
     after = volume_files(client, env["volume"])
@@ -203,7 +204,7 @@ def test_lifecycle(env):
     # 7. destroy: containers and mount gone, objects kept
     stack.run("destroy", "--yes", "--skip-preview", label="destroy")
     assert client.containers.list(all=True, filters=ours) == []
-    assert mounts_at(env["mount"]) == []
+    assert mounts_at(env["mount"]) == [] and mounts_at(f"{env['mount']}/{PREFIX}") == []
     kept = volume_files(client, env["volume"])
     assert kept == after
 

@@ -1,6 +1,10 @@
-"""scripts/rclone-mount against real rclone over real FUSE and a real S3 server process."""
+"""scripts/rclone-mount against real rclone over real FUSE, a real S3 server process and the real
+Docker engine: the shared mount root, one mount per model under it, the supervisor that mounts
+again when rclone dies, and a container that keeps reading through re-made mounts."""
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import shutil
 import subprocess
@@ -9,37 +13,48 @@ import time
 import grpc
 import pytest
 
-from components import layout
-from components import machine
-from components.mount import generation
+from components import layout, machine
+from components.mount import expectations, generation
+from standins.plugin import decode
 from tests.helpers import ROOT
 from tests.integration.conftest import ACCESS, SECRET
 from tests.plugin_client import PluginClient
 
 pytestmark = pytest.mark.skipif(not os.path.exists("/dev/fuse"), reason="no /dev/fuse on this host")
 SCRIPT = str(ROOT / "scripts" / "rclone-mount")
+TOKEN = "command:local:Command"
+CONFIG = b'{"a": 1}'
+WEIGHTS = b"w" * 100_000
 
 
-def mount_env(s3_server, mnt, tmp_path, **extra):
+def expect(files: dict[str, bytes]) -> str:
+    return json.dumps(expectations({rel: {"size": len(b), "sha256": hashlib.sha256(b).hexdigest()}
+                                    for rel, b in files.items()}))
+
+
+def mount_env(s3_server, root, tmp_path, prefix="m1", files=None, **extra):
     r = "ITEST"
-    return {"RV_RCLONE": shutil.which("rclone"), "RV_REMOTE": r, "RV_BUCKET": "models", "RV_MOUNT": str(mnt),
-            "RV_CACHE_DIR": str(tmp_path / "cache"), "RV_LOG": str(tmp_path / "rclone.log"),
-            "RV_WAIT_FILES": "m1/config.json", "RV_WAIT_SECONDS": "20",
+    files = files or {"config.json": CONFIG, "model.safetensors": WEIGHTS}
+    return {"RV_RCLONE": shutil.which("rclone"), "RV_REMOTE": r, "RV_SOURCE": f"models/{prefix}",
+            "RV_ROOT": str(root), "RV_MOUNT": str(root / prefix), "RV_CACHE_DIR": str(tmp_path / "cache" / prefix),
+            "RV_LOG": str(tmp_path / f"rclone-{prefix}.log"), "RV_EXPECT": expect(files), "RV_WAIT_SECONDS": "20",
+            "RV_MARKER": str(tmp_path / f"marker-{prefix}.json"), "RV_GENERATION": "5",
             f"RCLONE_CONFIG_{r}_TYPE": "s3", f"RCLONE_CONFIG_{r}_PROVIDER": "Other",
             f"RCLONE_CONFIG_{r}_ENDPOINT": s3_server.endpoint, f"RCLONE_CONFIG_{r}_REGION": "us-east-1",
             f"RCLONE_CONFIG_{r}_FORCE_PATH_STYLE": "true", f"RCLONE_CONFIG_{r}_ACCESS_KEY_ID": ACCESS,
             f"RCLONE_CONFIG_{r}_SECRET_ACCESS_KEY": SECRET, **extra}
 
 
-TOKEN = "command:local:Command"
-
-
 def props(env):
-    """The inputs components/mount.py gives its local.Command."""
+    """The inputs components/mount.py gives a model's local.Command."""
     return {"create": f"{SCRIPT} mount", "delete": f"{SCRIPT} unmount", "environment": env, "triggers": []}
 
 
-class MountCommand:
+def root_props(root):
+    return {"create": f"{SCRIPT} root-up", "delete": f"{SCRIPT} root-down", "environment": {"RV_ROOT": str(root)}}
+
+
+class Commands:
     """scripts/rclone-mount run by the pulumi-command plugin this machine has (the offline stand-in
     under tests; the same calls the engine makes)."""
 
@@ -47,10 +62,11 @@ class MountCommand:
         self.plugin = PluginClient("standins.command_provider")
 
     def create(self, inputs):
-        from standins.plugin import decode
-
         id_, state = self.plugin.create(TOKEN, inputs, secrets={"environment"})
         return id_, decode(state)[0]
+
+    def update(self, id_, olds, news):
+        return decode(self.plugin.update(TOKEN, id_, olds, news, secrets={"environment"}))[0]
 
     def delete(self, id_, state):
         self.plugin.delete(TOKEN, id_, state)
@@ -65,93 +81,182 @@ def mount_options(path) -> list[str]:
     return []
 
 
+def pids(pattern: str) -> list[str]:
+    return subprocess.run(["pgrep", "-f", pattern], capture_output=True, text=True).stdout.split()
+
+
+def wait_for(check, timeout: float = 20) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if check():
+            return True
+        time.sleep(0.2)
+    return False
+
+
 @pytest.fixture
 def bucket(s3_server):
     c = s3_server.client()
     c.create_bucket(Bucket="models")
-    c.put_object(Bucket="models", Key="m1/config.json", Body=b'{"a": 1}')
-    c.put_object(Bucket="models", Key="m1/model.safetensors", Body=b"w" * 100_000)
+    for prefix in ("m1", "m2"):
+        c.put_object(Bucket="models", Key=f"{prefix}/config.json", Body=CONFIG)
+        c.put_object(Bucket="models", Key=f"{prefix}/model.safetensors", Body=WEIGHTS)
     return c
 
 
 @pytest.fixture(scope="module")
-def mounter():
-    m = MountCommand()
+def commands():
+    m = Commands()
     yield m
     m.plugin.close()
 
 
 @pytest.fixture
-def mounted(mounter, s3_server, bucket, tmp_path):
-    mnt = tmp_path / "mnt"
-    p = mounter
-    env = mount_env(s3_server, mnt, tmp_path, RV_MARKER=str(tmp_path / "marker.json"), RV_GENERATION="5")
-    id_, outs = p.create(props(env))
-    yield mnt, outs, p, id_
-    p.delete(id_, outs)
+def root(commands, tmp_path):
+    path = tmp_path / "root"
+    id_, state = commands.create(root_props(path))
+    yield path
+    commands.delete(id_, state)
+    assert not path.exists() or not layout.is_self_bind(str(path))
 
 
-def test_mount_is_read_only_fuse_and_serves_the_bucket(mounted):
-    mnt, outs, _, _ = mounted
+@pytest.fixture
+def mounted(commands, s3_server, bucket, root, tmp_path):
+    env = mount_env(s3_server, root, tmp_path)
+    id_, outs = commands.create(props(env))
+    yield root / "m1", outs, id_
+    commands.delete(id_, outs)
+
+
+def test_root_is_a_shared_self_bind_and_goes_away(commands, tmp_path):
+    path = tmp_path / "r"
+    id_, state = commands.create(root_props(path))
+    assert layout.is_self_bind(str(path))
+    info = [ln for ln in open("/proc/self/mountinfo") if ln.split()[4] == str(path)]
+    assert info and "shared:" in info[-1]
+    commands.create(root_props(path))                    # again: idempotent, still one bind
+    assert len([ln for ln in open("/proc/self/mountinfo") if ln.split()[4] == str(path)]) == 1
+    assert layout.mount_point_problem(str(path)) is None  # ours: preview accepts it
+    commands.delete(id_, state)
+    assert layout.mounted_at(str(path)) is None and not path.exists()
+
+
+def test_model_mount_is_read_only_fuse_and_serves_its_prefix(mounted):
+    mnt, outs, _ = mounted
     assert layout.mounted_at(str(mnt)) == "fuse.rclone"
-    opts = mount_options(mnt)
-    assert "ro" in opts and "allow_other" in opts
-    assert (mnt / "m1" / "model.safetensors").read_bytes() == b"w" * 100_000
+    assert "ro" in mount_options(mnt)
+    assert (mnt / "config.json").read_bytes() == CONFIG
     with pytest.raises(OSError):
-        (mnt / "m1" / "new-file").write_text("no")
-    assert "mounted models read-only" in outs["stdout"]
+        (mnt / "new.txt").write_text("x")
+    assert "mounted models/m1 read-only" in outs["stdout"]
+    assert layout.mount_point_problem(str(mnt.parent)) is None   # the root with our mount in it
 
 
 def test_no_credential_in_rclone_argv(mounted):
-    mnt, _, _, _ = mounted
+    mnt, _, _ = mounted
     out = subprocess.run(["ps", "-eo", "args", "--width", "100000"], capture_output=True, text=True).stdout
-    rclone_lines = [line for line in out.splitlines() if "rclone mount" in line and str(mnt) in line]
-    assert rclone_lines, out
-    for line in rclone_lines:
+    lines = [line for line in out.splitlines() if "rclone mount" in line and str(mnt) in line]
+    assert lines, out
+    for line in lines:
         assert ACCESS not in line and SECRET not in line
 
 
-def test_program_notices_a_dead_rclone_and_unmount_still_succeeds(mounted, tmp_path):
-    mnt, outs, p, id_ = mounted
-    marker = str(tmp_path / "marker.json")
+def test_the_supervisor_mounts_again_when_rclone_dies(mounted):
+    mnt, _, _ = mounted
+    [old] = pids(f"^[^ ]*rclone mount ITEST:models/m1 {mnt} ")
+    subprocess.run(["kill", "-9", old], check=True)
+    assert wait_for(lambda: pids(f"^[^ ]*rclone mount ITEST:models/m1 {mnt} ") not in ([], [old])
+                    and machine.mount_alive(str(mnt)), timeout=20)
+    assert (mnt / "config.json").read_bytes() == CONFIG
+
+
+def test_program_notices_a_mount_whose_supervisor_died_too(commands, mounted, tmp_path):
+    mnt, outs, id_ = mounted
+    marker = str(tmp_path / "marker-m1.json")
     assert machine.mount_alive(str(mnt))
     assert generation(marker, str(mnt), machine.mount_alive) == 5      # alive: the plan stays empty
-    subprocess.run(["pkill", "-9", "-f", f"rclone mount ITEST:models {mnt}"], check=False)
+    subprocess.run(["pkill", "-9", "-f", f"rustfs-vllm-mount-supervisor {mnt} "], check=False)
+    subprocess.run(["pkill", "-9", "-f", f"rclone mount ITEST:models/m1 {mnt} "], check=False)
     time.sleep(0.5)
     assert not machine.mount_alive(str(mnt))
-    assert generation(marker, str(mnt), machine.mount_alive) == 6      # dead: preview/up remount
-    p.delete(id_, outs)                            # unmounts the dead mount
+    assert generation(marker, str(mnt), machine.mount_alive) == 6      # dead: preview/up mount again
+    commands.delete(id_, outs)                     # unmounts the dead mount
     assert layout.mounted_at(str(mnt)) is None
     assert not os.path.exists(marker)              # unmounted: nothing left to notice
-    p.delete(id_, outs)                            # already unmounted: fine
-    p.create(props({**outs["environment"], "RV_GENERATION": "6"}))     # and `up` mounts again
-    assert (mnt / "m1" / "config.json").read_bytes() == b'{"a": 1}'
+    commands.delete(id_, outs)                     # already unmounted: fine
+    commands.create(props({**outs["environment"], "RV_GENERATION": "6"}))     # and `up` mounts again
+    assert (mnt / "config.json").read_bytes() == CONFIG
     assert generation(marker, str(mnt), machine.mount_alive) == 6
 
 
-def test_missing_model_files_fail_the_mount_clearly(mounter, s3_server, bucket, tmp_path):
-    env = mount_env(s3_server, tmp_path / "mnt2", tmp_path, RV_WAIT_FILES="absent/config.json", RV_WAIT_SECONDS="2")
-    with pytest.raises(grpc.RpcError) as info:
-        mounter.create(props(env))
-    assert "absent/config.json is not visible through the mount" in info.value.details()
-    mounter.delete("id", props(env))
-    assert layout.mounted_at(str(tmp_path / "mnt2")) is None
+def test_a_container_keeps_reading_through_remade_mounts(commands, s3_server, bucket, root, tmp_path, image, client):
+    """The container binds the root (rslave) before any model is mounted; a model mounted later,
+    a model whose rclone is killed and mounted again, and a re-mount with new content all reach it."""
+    from docker.types import Mount
+
+    c = client.containers.run(image, ["serve", "http", "/tmp", "--addr", ":8080", "--config", "/dev/null"],
+                              detach=True, name=f"rvllm-itest-rslave-{tmp_path.name[-6:]}",
+                              mounts=[Mount("/models", str(root), type="bind", read_only=True,
+                                            propagation="rslave")])
+    try:
+        id1, outs1 = commands.create(props(mount_env(s3_server, root, tmp_path)))
+        id2, outs2 = commands.create(props(mount_env(s3_server, root, tmp_path, prefix="m2")))
+
+        def cat(path: str) -> bytes:
+            return c.exec_run(["cat", path]).output
+
+        assert cat("/models/m1/config.json") == CONFIG and cat("/models/m2/config.json") == CONFIG
+        # rclone killed: the supervisor mounts again and the same container reads through it
+        subprocess.run(["pkill", "-9", "-f", f"^[^ ]*rclone mount ITEST:models/m1 {root / 'm1'} "], check=False)
+        assert wait_for(lambda: cat("/models/m1/config.json") == CONFIG, timeout=20)
+        # new content, re-mounted (what a model update does): the container sees the new bytes
+        new = b'{"a": 2, "changed": true}'
+        bucket.put_object(Bucket="models", Key="m1/config.json", Body=new)
+        env = mount_env(s3_server, root, tmp_path, files={"config.json": new, "model.safetensors": WEIGHTS})
+        outs1 = commands.update(id1, outs1, props(env))
+        assert cat("/models/m1/config.json") == new and (root / "m1" / "config.json").read_bytes() == new
+        # removing m2 leaves m1 alone
+        commands.delete(id2, outs2)
+        assert cat("/models/m1/config.json") == new and layout.mounted_at(str(root / "m2")) is None
+        commands.delete(id1, outs1)
+    finally:
+        c.remove(force=True)
 
 
-def test_non_empty_mount_point_is_refused(mounter, s3_server, bucket, tmp_path):
-    mnt = tmp_path / "full"
-    mnt.mkdir()
-    (mnt / "precious.txt").write_text("keep")
+def test_missing_model_files_fail_the_mount_and_leave_nothing(commands, s3_server, bucket, root, tmp_path):
+    env = mount_env(s3_server, root, tmp_path, prefix="absent", RV_WAIT_SECONDS="3")
     with pytest.raises(grpc.RpcError) as info:
-        mounter.create(props(mount_env(s3_server, mnt, tmp_path)))
+        commands.create(props(env))
+    assert "not visible through the mount" in info.value.details()
+    assert "config.json" in info.value.details()
+    assert layout.mounted_at(str(root / "absent")) is None
+    assert not pids(f"rclone mount ITEST:models/absent {root / 'absent'} ")
+
+
+def test_stale_content_is_not_accepted(commands, s3_server, bucket, root, tmp_path):
+    """The mount returns only when the files match the manifest: a wrong expectation (what a
+    stale cache would look like) fails instead of serving old bytes."""
+    env = mount_env(s3_server, root, tmp_path, RV_WAIT_SECONDS="3",
+                    files={"config.json": b'{"a": 9}', "model.safetensors": WEIGHTS})
+    with pytest.raises(grpc.RpcError) as info:
+        commands.create(props(env))
+    assert "config.json: sha256" in info.value.details() and "stale" in info.value.details()
+
+
+def test_non_empty_mount_point_is_refused(commands, s3_server, bucket, root, tmp_path):
+    (root / "m1").mkdir()
+    (root / "m1" / "precious.txt").write_text("keep")
+    with pytest.raises(grpc.RpcError) as info:
+        commands.create(props(mount_env(s3_server, root, tmp_path)))
     assert "is not empty" in info.value.details()
-    assert (mnt / "precious.txt").read_text() == "keep"
+    assert (root / "m1" / "precious.txt").read_text() == "keep"
+    (root / "m1" / "precious.txt").unlink()
 
 
-def test_wrong_credentials_fail_the_mount(mounter, s3_server, bucket, tmp_path):
-    env = mount_env(s3_server, tmp_path / "mnt3", tmp_path, RV_WAIT_SECONDS="3")
+def test_wrong_credentials_fail_the_mount(commands, s3_server, bucket, root, tmp_path):
+    env = mount_env(s3_server, root, tmp_path, RV_WAIT_SECONDS="3")
     env["RCLONE_CONFIG_ITEST_SECRET_ACCESS_KEY"] = "wrong-secret-000001"
     with pytest.raises(grpc.RpcError) as info:
-        mounter.create(props(env))
+        commands.create(props(env))
     assert "wrong-secret" not in info.value.details()
-    mounter.delete("id", props(env))
+    assert layout.mounted_at(str(root / "m1")) is None

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import docker
 
+from components import layout
+
 from tests.integration.conftest import ACCESS, SECRET, S3Server, s3_server, start_server  # noqa: F401
 
 
@@ -19,6 +21,9 @@ def leftovers(stack_name: str, mount_path: str, volume: str) -> list[str]:
     except docker.errors.NotFound:
         pass
     with open("/proc/mounts") as fh:
-        if any(line.split()[1] == mount_path and line.split()[2] == "fuse.rclone" for line in fh):
-            found.append(f"rclone mount {mount_path}")
+        for line in fh:
+            where, fstype = line.split()[1], line.split()[2]
+            ours = fstype == "fuse.rclone" or (where == mount_path and layout.is_self_bind(where))
+            if ours and (where == mount_path or where.startswith(mount_path + "/")):
+                found.append(f"{fstype} mount {where}")
     return found

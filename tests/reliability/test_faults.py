@@ -2,7 +2,7 @@
 data safety checked on the machine. One stack goes through the steps in order (module scope):
 
   S3 server killed mid-upload -> SIGINT mid-run -> SIGKILL mid-upload -> converge (ps sampled,
-  logs kept) -> secrets scan -> rclone killed (preview notices) -> vLLM killed -> destroy with things already gone
+  logs kept) -> secrets scan -> rclone killed (supervisor; preview notices) -> vLLM killed -> destroy with things already gone
   -> purge touches only managed prefixes of the (adopted) bucket.
 
 The S3 server is an external `rclone serve s3` process (NOT RustFS) that the test stops and starts.
@@ -234,25 +234,40 @@ def test_no_credential_in_state_ps_logs_outputs_inspect_or_rclone_files(world):
     record("secrets scan", "no credential found", ", ".join(places) + "; no rclone.conf written")
 
 
-def test_rclone_dies_preview_notices_up_remounts(world):
-    subprocess.run(["pkill", "-9", "-f", f"rclone mount .*:{BUCKET} {world.mount} "], check=False)
+def test_rclone_dies_the_supervisor_mounts_again_and_preview_notices_a_dead_supervisor(world):
+    mnt = f"{world.mount}/{PREFIX}"
+    container = world.vllm().id
+    # rclone alone: its supervisor mounts again within seconds; nothing for `up` to do
+    subprocess.run(["pkill", "-9", "-f", f"^[^ ]*rclone mount [^ ]*:{BUCKET}/{PREFIX} {mnt} "], check=False)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        out = world.vllm().exec_run(["ls", f"/models/{PREFIX}"])
+        if out.exit_code == 0 and b"model.safetensors" in out.output:
+            break
+        time.sleep(0.5)
+    took = round(30 - (deadline - time.monotonic()), 1)
+    assert b"model.safetensors" in world.vllm().exec_run(["ls", f"/models/{PREFIX}"]).output
+    world.stack.run("preview", "--expect-no-changes")
+    # rclone and its supervisor: the program notices on the next preview, and up mounts again;
+    # the container is not replaced (it binds the shared root)
+    subprocess.run(["pkill", "-9", "-f", f"rustfs-vllm-mount-supervisor {mnt} "], check=False)
+    subprocess.run(["pkill", "-9", "-f", f"^[^ ]*rclone mount [^ ]*:{BUCKET}/{PREFIX} {mnt} "], check=False)
     time.sleep(0.5)
-    # the program notices the dead mount itself (the command provider has no refresh): the plan
-    # replaces the mount and the container bound to it, and says why
     proc = world.stack.run("preview", "--json")
     steps = {s["urn"].split("::")[-1]: s["op"] for s in json.loads(proc.stdout)["steps"] if s["op"] != "same"}
-    assert steps.get("mount-command") == "replace", steps
-    assert steps.get(f"vllm-{PREFIX}-container") == "replace", steps
+    assert steps == {f"mount-{PREFIX}-command": "replace"}, steps
     assert "is not alive" in proc.stdout + proc.stderr
     world.stack.run("up", "--yes", "--skip-preview", label="up_after_rclone_death")
     with open("/proc/mounts") as fh:
-        assert any(line.split()[1] == world.mount and line.split()[2] == "fuse.rclone" for line in fh)
+        assert any(line.split()[1] == mnt and line.split()[2] == "fuse.rclone" for line in fh)
+    assert world.vllm().id == container
     listing = world.vllm().exec_run(["ls", f"/models/{PREFIX}"]).output.decode()
     assert "model.safetensors" in listing
     assert world.complete()
     world.stack.run("preview", "--expect-no-changes")            # converged: the plan is empty again
-    record("rclone killed", "preview showed the mount and vLLM replaced (mount not alive); up remounted "
-           "and replaced vLLM, serving again; the next plan was empty")
+    record("rclone killed", f"its supervisor mounted again in {took} s, the same vLLM container read through "
+           "it, the plan stayed empty; with the supervisor killed too, preview showed only that mount "
+           "replaced (not alive), up mounted again, vLLM kept serving without a replacement")
 
 
 def test_vllm_killed_restart_policy_brings_it_back(world):
@@ -277,7 +292,11 @@ def test_destroy_succeeds_when_things_are_already_gone(world):
     client = docker.from_env()
     for c in client.containers.list(all=True, filters={"label": f"rustfs-vllm.stack={world.stack.name}"}):
         c.remove(force=True)
-    subprocess.run(["fusermount3", "-uz", world.mount], check=False)
+    mnt = f"{world.mount}/{PREFIX}"
+    subprocess.run(["pkill", "-9", "-f", f"rustfs-vllm-mount-supervisor {mnt} "], check=False)
+    subprocess.run(["pkill", "-9", "-f", f"^[^ ]*rclone mount [^ ]*:{BUCKET}/{PREFIX} {mnt} "], check=False)
+    subprocess.run(["fusermount3", "-uz", mnt], check=False)
+    subprocess.run(["umount", "-l", world.mount], check=False)
     world.stack.run("destroy", "--yes", "--skip-preview")
     objs = world.objects()
     assert len([k for k in objs if k.startswith(PREFIX + "/")]) == len(list(world.model.iterdir()))

@@ -104,7 +104,7 @@ def build(cfg, stack: str = "dev") -> Graph:
         s = ServingStack("rustfs-vllm", ServingStackArgs(config=cfg))
         holder["stack"] = s
         outs = [sv.container_id for sv in s.servers.values()] + [t.text for t in s.smoke.values()]
-        outs.append(s.mount.mount_id)
+        outs.append(s.mount_root.path)
         return pulumi.Output.all(*outs)
 
     construct()

