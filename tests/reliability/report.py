@@ -27,10 +27,11 @@ run's results.
 - **SIGKILL** (or a lost machine): the stack stays locked and the state may list pending
   operations. Run `pulumi cancel` (releases the lock), `pulumi refresh` (reconciles the state with
   the machine and the bucket), then `pulumi up`: it converges, sending only what is missing.
-- **A dead rclone** is noticed by the program on the next `pulumi preview` or `pulumi up` (a
-  warning `the rclone mount at ... is not alive`; the plan replaces the mount and the vLLM
-  containers bound to it); `pulumi up` remounts and the new containers read through the new mount.
-  (The command provider has no refresh, so `pulumi refresh` does not report it.)
+- **A dead rclone** is mounted again by its supervisor within about 2 s; the running vLLM
+  containers read through the new mount (they bind the shared mount root with `rslave`). If the
+  supervisor died too, the next `pulumi preview`/`pulumi up` notices (a warning `the rclone mount at
+  ... is not alive`; the plan replaces just that mount) and `pulumi up` mounts it again, without
+  replacing any container. (The command provider has no refresh, so `pulumi refresh` does not.)
 
 ## Bad inputs
 """
