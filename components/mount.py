@@ -54,7 +54,8 @@ class MountRoot(pulumi.ComponentResource):
             delete=f"{SCRIPT} root-down",
             environment={"RV_ROOT": args.path},
             triggers=[args.path],
-            opts=pulumi.ResourceOptions(parent=self, delete_before_replace=True))
+            opts=pulumi.ResourceOptions(parent=self, delete_before_replace=True,
+                                        depends_on=opts.depends_on if opts else None))
         self.path = pulumi.Output.from_input(args.path)
         self.register_outputs({"path": self.path})
 

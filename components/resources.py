@@ -11,6 +11,7 @@ import pulumi
 from pulumi.dynamic import Resource
 
 from .providers.bucket import BucketProvider
+from .providers.credentials import CredentialCheckProvider
 from .providers.model_upload import ModelUploadProvider
 from .providers.smoke import CompletionProvider
 
@@ -26,6 +27,11 @@ class BucketResource(Resource, module="rustfs-vllm", name="Bucket"):
 
     def __init__(self, name: str, props: dict[str, Any], opts: Optional[pulumi.ResourceOptions] = None) -> None:
         super().__init__(BucketProvider(), name, {"adopted": None, **props}, _opts(opts))
+
+
+class CredentialCheckResource(Resource, module="rustfs-vllm", name="CredentialCheck"):
+    def __init__(self, name: str, props: dict[str, Any], opts: Optional[pulumi.ResourceOptions] = None) -> None:
+        super().__init__(CredentialCheckProvider(), name, props, _opts(opts))
 
 
 class ModelUploadResource(Resource, module="rustfs-vllm", name="ModelUpload"):

@@ -10,8 +10,10 @@ Kinds:
 Declared with pulumi-docker: a ``RemoteImage`` (pulled by ``up`` when missing, kept on destroy), a
 ``Volume`` for ``/data`` (kept by destroy: ``retain_on_delete``), the ``Container`` (replaced
 delete-first: fixed name and port), and a readiness wait from this host (RustFS:
-``/health/ready``). ``ready`` is that wait: consumers order themselves after it with
-``depends_on``; no value of it flows into their inputs.
+``/health/ready``). Then, for every kind, a credential check proves that the configured keys work
+and that RustFS's default keys do not (a RustFS that never got its keys runs on them and still
+answers health checks). ``ready`` is the wait and the check: consumers order themselves after it
+with ``depends_on``; no value of it flows into their inputs.
 """
 from __future__ import annotations
 
@@ -23,6 +25,7 @@ import pulumi_docker as docker
 
 from . import secret_files
 from .readiness import ReadinessWait, ReadinessWaitArgs
+from .resources import CredentialCheckResource
 
 KIND_LABELS = {
     "rustfs": "RustFS",
@@ -47,6 +50,7 @@ class S3ServerArgs:
     bind_address: pulumi.Input[str]
     access_key: pulumi.Input[str]
     secret_key: pulumi.Input[str]
+    defaults_allowed: bool = False      # the configured keys are RustFS's defaults (dev only)
 
 
 def labels(stack: str, role: str, **extra: str) -> list[docker.ContainerLabelArgs]:
@@ -106,6 +110,12 @@ class S3Server(pulumi.ComponentResource):
                 container_id=self.container.id, container_name=f"{args.name_prefix}-s3", url=ready_url,
                 any_status=any_status, timeout=120), child)
             self.ready = [wait]
+        self.credentials = CredentialCheckResource(f"{name}-credentials", {
+            "endpoint": args.endpoint, "kind": args.kind, "defaults_allowed": args.defaults_allowed,
+            "server": self.container.id if self.container else "external",
+            "access_key": pulumi.Output.secret(args.access_key), "secret_key": pulumi.Output.secret(args.secret_key),
+        }, pulumi.ResourceOptions(parent=self, depends_on=list(self.ready)))
+        self.ready = [*self.ready, self.credentials]
         self.endpoint = pulumi.Output.from_input(args.endpoint)
         self.kind = pulumi.Output.from_input(KIND_LABELS[args.kind])
         self.register_outputs({"endpoint": self.endpoint, "kind": self.kind})

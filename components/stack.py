@@ -44,7 +44,7 @@ class ServingStack(pulumi.ComponentResource):
             kind=cfg.s3_server, stack=cfg.stack, name_prefix=cfg.name_prefix, image=cfg.rustfs_image,
             endpoint=cfg.rustfs_endpoint, port=cfg.rustfs_port, console_port=cfg.rustfs_console_port,
             console_enable=cfg.rustfs_console_enable, volume=cfg.rustfs_volume, bind_address=cfg.bind_address,
-            access_key=access_key, secret_key=secret_key), child)
+            access_key=access_key, secret_key=secret_key, defaults_allowed=cfg.uses_default_credentials), child)
         endpoint = cfg.rustfs_endpoint
         after_server = pulumi.ResourceOptions(parent=self, depends_on=self.server.ready)
         self.bucket = Bucket("bucket", BucketArgs(
@@ -59,7 +59,9 @@ class ServingStack(pulumi.ComponentResource):
                 purge=cfg.purge_on_destroy), after_server)
 
         os.makedirs(os.path.join(cfg.state_dir, "logs"), exist_ok=True)
-        self.mount_root = MountRoot("mount-root", MountRootArgs(path=cfg.mount_path), child)
+        # The root is made only once the storage answers with our keys: a failed up leaves no mount.
+        self.mount_root = MountRoot("mount-root", MountRootArgs(path=cfg.mount_path),
+                                    pulumi.ResourceOptions(parent=self, depends_on=[self.bucket]))
         self.mounts: dict[str, RcloneMount] = {}
         for m in cfg.models:
             upload = self.uploads[m.name]

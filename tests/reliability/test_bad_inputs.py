@@ -281,7 +281,7 @@ def test_unreadable_file_is_rejected_for_an_unprivileged_user(tmp_path):
         shutil.rmtree(folder)
 
 
-def test_wrong_credentials_fail_at_the_bucket_leaving_nothing(stack, s3_server):
+def test_wrong_credentials_fail_at_the_credential_check_leaving_nothing(stack, s3_server):
     external = s3_server
     cfg = base(stack)
     cfg.update(s3Server="external", rustfsEndpoint=external.endpoint)
@@ -294,11 +294,37 @@ def test_wrong_credentials_fail_at_the_bucket_leaving_nothing(stack, s3_server):
     _check_clean(stack, cfg)
     assert not (external.root / "rel-models").exists()
     stack.run("destroy", "--yes", "--skip-preview")
-    _results.append({"case": "wrong credentials", "stage": "up (bucket)", "result": "rejected",
+    _results.append({"case": "wrong credentials", "stage": "up (credential check)", "result": "rejected",
                      "message": next((ln.strip() for ln in out.splitlines() if "rejected the credentials" in ln), "")[:300]})
 
 
-def test_unreachable_endpoint_fails_at_the_bucket_leaving_nothing(stack):
+def test_server_on_rustfs_default_keys_fails_naming_that_cause(stack, tmp_path):
+    """A server that never received the configured keys runs on RustFS's defaults and answers
+    health checks: `up` must stop at the credential check, name that cause, and create nothing.
+    (The server here is `rclone serve s3` given only rustfsadmin/rustfsadmin, NOT RustFS.)"""
+    from tests.integration.test_credentials import serve
+
+    proc, endpoint = serve(tmp_path / "defaults-only", '"rustfsadmin,rustfsadmin"')
+    try:
+        cfg = base(stack)
+        cfg.update(s3Server="external", rustfsEndpoint=endpoint)
+        stack.write_config(cfg)
+        set_credentials(stack)
+        up = stack.run("up", "--yes", "--skip-preview", check=False)
+        out = up.stdout + up.stderr
+        assert up.returncode != 0 and "never received the configured ones" in out, out[-3000:]
+        _check_clean(stack, cfg)
+        assert not (tmp_path / "defaults-only" / "rel-models").exists()
+        stack.run("destroy", "--yes", "--skip-preview")
+    finally:
+        proc.kill()
+        proc.wait()
+    _results.append({"case": "server runs on RustFS's default keys", "stage": "up (credential check)",
+                     "result": "rejected",
+                     "message": next((ln.strip() for ln in out.splitlines() if "never received" in ln), "")[:300]})
+
+
+def test_unreachable_endpoint_fails_at_the_credential_check_leaving_nothing(stack):
     cfg = base(stack)
     cfg.update(s3Server="external", rustfsEndpoint=f"http://127.0.0.1:{free_port()}")
     stack.write_config(cfg)
@@ -308,5 +334,5 @@ def test_unreachable_endpoint_fails_at_the_bucket_leaving_nothing(stack):
     assert proc.returncode != 0 and "is unreachable" in out and "rustfsEndpoint" in out, out[-3000:]
     _check_clean(stack, cfg)
     stack.run("destroy", "--yes", "--skip-preview")
-    _results.append({"case": "S3 endpoint unreachable", "stage": "up (bucket)", "result": "rejected",
+    _results.append({"case": "S3 endpoint unreachable", "stage": "up (credential check)", "result": "rejected",
                      "message": next((ln.strip() for ln in out.splitlines() if "is unreachable" in ln), "")[:300]})

@@ -62,7 +62,7 @@ def test_components_and_real_provider_types(dev):
         "rustfs-vllm:serving:SmokeTest", "rustfs-vllm:serving:ReadinessWait", "rustfs-vllm:serving:MountRoot",
         CONTAINER, IMAGE, VOLUME, COMMAND,
         "pulumi-python:dynamic/rustfs-vllm:Bucket", "pulumi-python:dynamic/rustfs-vllm:ModelUpload",
-        "pulumi-python:dynamic/rustfs-vllm:Completion"])
+        "pulumi-python:dynamic/rustfs-vllm:Completion", "pulumi-python:dynamic/rustfs-vllm:CredentialCheck"])
     # no hand-written container or command provider is left
     assert not [r for r in dev.resources if r.typ.endswith(("rustfs-vllm:Container", "rustfs-vllm:LocalCommand"))]
     # every custom resource sits inside a component of ours, inside the stack component
@@ -88,9 +88,25 @@ def test_dependency_chain(dev):
     assert bucket.urn in upload.dependencies            # bucket -> upload
     assert upload.urn in mount.dependencies             # upload -> its mount (the revision flows in)
     assert root.urn in mount.dependencies               # the shared root before any model mount
+    assert bucket.urn in root.dependencies              # and only once the storage works
     assert mount.urn in vllm.dependencies and root.urn in vllm.dependencies   # ordering only
     assert vllm_ready.urn in smoke.dependencies         # vLLM answering -> smoke test
     assert vllm.urn in vllm_ready.dependencies and vllm_ready.plain("triggers") == [f"{vllm.name}-id"]
+
+
+def test_credentials_are_proven_before_the_bucket(dev, prod):
+    """The check runs after the server answers and before the bucket and uploads, with the keys
+    as secrets; it may accept RustFS's defaults only on a dev stack that uses them."""
+    check = dev.one("dynamic/rustfs-vllm:CredentialCheck")
+    assert dev.one(COMMAND, "s3-ready-wait").urn in check.dependencies
+    assert check.urn in dev.one("dynamic/rustfs-vllm:Bucket").dependencies
+    assert check.urn in dev.one("dynamic/rustfs-vllm:ModelUpload").dependencies
+    assert check.plain("defaults_allowed") is True and check.plain("kind") == "rustfs"
+    assert check.is_secret("access_key") and check.is_secret("secret_key")
+    ext = prod.one("dynamic/rustfs-vllm:CredentialCheck")       # an external server is checked too
+    assert ext.plain("defaults_allowed") is False and ext.plain("server") == "external"
+    assert ext.plain("endpoint") == "http://rustfs.internal:9000"
+    assert ext.urn in prod.one("dynamic/rustfs-vllm:Bucket").dependencies
 
 
 def test_server_value_never_flows_into_bucket_or_upload(dev):

@@ -1,0 +1,70 @@
+"""Dynamic provider: proof that the S3 server takes the configured keys, and not RustFS's defaults.
+
+RustFS falls back to its built-in `rustfsadmin`/`rustfsadmin` when it did not get its keys (it
+only warns), and still answers health checks: a server that never received the configured
+credentials looks healthy. So after the server answers and before anything else, this check:
+
+- signs a request with the configured keys: they must work;
+- signs one with `rustfsadmin`/`rustfsadmin`: it must be refused, unless the configured keys are
+  those defaults (allowed only when environment is dev);
+
+and fails with the real cause: "the server runs on RustFS's default keys: it never received the
+configured ones" is a different fix from "the keys are wrong". It runs again whenever the keys,
+the endpoint or the server container change; nothing runs during preview.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from pulumi.dynamic import CreateResult, DiffResult, ResourceProvider, UpdateResult
+
+from . import s3
+
+DEFAULT_KEY = "rustfsadmin"
+INPUTS = ("endpoint", "access_key", "secret_key", "defaults_allowed", "server", "kind")
+
+
+def _works(endpoint: str, access: str, secret: str) -> tuple[bool, BaseException | None]:
+    try:
+        s3.client(endpoint, access, secret, retries=2).list_buckets()
+        return True, None
+    except Exception as exc:  # noqa: BLE001 - classified by the caller
+        return False, exc
+
+
+def check(props: dict[str, Any]) -> None:
+    endpoint, kind = props["endpoint"], props.get("kind") or "external"
+    ok, exc = _works(endpoint, props["access_key"], props["secret_key"])
+    if exc is not None and s3.error_code(exc) not in s3.AUTH_CODES:
+        raise RuntimeError(s3.explain(exc, endpoint, "credential check"))
+    defaults_allowed = bool(props.get("defaults_allowed"))
+    default_ok = False
+    if not defaults_allowed:
+        default_ok, _ = _works(endpoint, DEFAULT_KEY, DEFAULT_KEY)
+    hint = (" This program gives RustFS its keys as files (RUSTFS_ACCESS_KEY_FILE, RUSTFS_SECRET_KEY_FILE); "
+            "see the server's log (/logs/rustfs.log in its container)." if kind == "rustfs" else "")
+    if not ok and default_ok:
+        raise RuntimeError(
+            f"credential check: the S3 server at {endpoint} rejects rustfs-vllm:rustfsAccessKey/rustfsSecretKey but "
+            f"accepts RustFS's default credentials '{DEFAULT_KEY}': it runs on its built-in keys, so it never "
+            f"received the configured ones.{hint}")
+    if not ok:
+        raise RuntimeError(s3.explain(exc, endpoint, "credential check"))  # type: ignore[arg-type]
+    if default_ok:
+        raise RuntimeError(
+            f"credential check: the S3 server at {endpoint} accepts the configured keys and also RustFS's default "
+            f"credentials '{DEFAULT_KEY}': anyone who knows the defaults can read and change the models. Remove the "
+            f"default user from the server (or use environment dev, where the defaults are allowed).{hint}")
+
+
+class CredentialCheckProvider(ResourceProvider):
+    def create(self, props: dict[str, Any]) -> CreateResult:
+        check(props)
+        return CreateResult(f"credentials-{props['endpoint']}", dict(props))
+
+    def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
+        return DiffResult(changes=any(olds.get(k) != news.get(k) for k in INPUTS), replaces=[])
+
+    def update(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
+        check(news)
+        return UpdateResult(dict(news))

@@ -1,0 +1,92 @@
+"""The credential check against real S3 servers (`rclone serve s3`, the S3-compatible stand-in,
+NOT RustFS): one that takes the configured keys, one that runs on RustFS's default keys (what a
+RustFS that never received its keys does), one that takes both, and wrong keys."""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from components.providers.credentials import check
+from tests.helpers import free_port
+from tests.integration.conftest import ACCESS, SECRET
+
+
+def serve(root: Path, auth_keys: str) -> tuple[subprocess.Popen, str]:
+    """rclone serve s3 with RCLONE_AUTH_KEY = ``auth_keys`` (CSV of quoted "ak,sk" pairs)."""
+    root.mkdir(parents=True, exist_ok=True)
+    port = free_port()
+    proc = subprocess.Popen([shutil.which("rclone"), "serve", "s3", str(root), "--addr", f"127.0.0.1:{port}",
+                             "--config", "/dev/null"], env={"PATH": os.environ["PATH"], "HOME": str(root),
+                                                            "RCLONE_AUTH_KEY": auth_keys},
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        try:
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=1)
+            break
+        except urllib.error.HTTPError:
+            break
+        except OSError:
+            time.sleep(0.05)
+    return proc, f"http://127.0.0.1:{port}"
+
+
+@pytest.fixture
+def server(tmp_path):
+    procs = []
+
+    def start(auth_keys: str) -> str:
+        proc, endpoint = serve(tmp_path / f"s{len(procs)}", auth_keys)
+        procs.append(proc)
+        return endpoint
+
+    yield start
+    for p in procs:
+        p.kill()
+        p.wait()
+
+
+def props(endpoint: str, **extra) -> dict:
+    return {"endpoint": endpoint, "access_key": ACCESS, "secret_key": SECRET, "kind": "rustfs",
+            "defaults_allowed": False, "server": "c1", **extra}
+
+
+def test_configured_keys_work_and_defaults_are_refused(server):
+    check(props(server(f'"{ACCESS},{SECRET}"')))
+
+
+def test_a_server_on_rustfs_default_keys_is_named_as_the_cause(server):
+    endpoint = server('"rustfsadmin,rustfsadmin"')
+    with pytest.raises(RuntimeError) as err:
+        check(props(endpoint))
+    msg = str(err.value)
+    assert "accepts RustFS's default credentials 'rustfsadmin'" in msg and "never received the configured" in msg
+    assert "RUSTFS_ACCESS_KEY_FILE" in msg and SECRET not in msg
+    check(props(endpoint, access_key="rustfsadmin", secret_key="rustfsadmin", defaults_allowed=True))  # dev
+
+
+def test_a_server_that_also_takes_the_defaults_is_refused(server):
+    endpoint = server(f'"{ACCESS},{SECRET}","rustfsadmin,rustfsadmin"')
+    with pytest.raises(RuntimeError) as err:
+        check(props(endpoint, kind="external"))
+    assert "also RustFS's default credentials" in str(err.value)
+
+
+def test_wrong_keys_are_reported_as_wrong_keys(server):
+    endpoint = server('"someone-else-key-0001,someone-else-secret-1"')
+    with pytest.raises(RuntimeError) as err:
+        check(props(endpoint))
+    assert "rejected the credentials" in str(err.value) and "rustfsAccessKey" in str(err.value)
+    assert "default" not in str(err.value)
+
+
+def test_an_unreachable_endpoint_is_reported_as_such():
+    with pytest.raises(RuntimeError) as err:
+        check(props(f"http://127.0.0.1:{free_port()}"))
+    assert "is unreachable" in str(err.value)
