@@ -221,7 +221,8 @@ def test_no_credential_in_state_ps_logs_outputs_inspect_or_rclone_files(world):
         "pulumi up output and -v=5 logs": world.log_text,  # type: ignore[attr-defined]
         "docker inspect": json.dumps([c.attrs for c in docker.from_env().containers.list(
             filters={"label": f"rustfs-vllm.stack={world.stack.name}"})]),
-        "rclone log": (ROOT / ".state" / "logs" / f"rclone-{world.stack.name}.log").read_text(errors="replace"),
+        "rclone logs": "\n".join(p.read_text(errors="replace") for p in
+                                  (ROOT / ".state" / "logs").glob(f"rclone-{world.stack.name}-*.log")),
         "config file": (ROOT / f"Pulumi.{world.stack.name}.yaml").read_text(),
     }
     for where, text in places.items():
