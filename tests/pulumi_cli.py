@@ -75,6 +75,21 @@ class Stack:
         return [r.get("outputs", {}) for r in self.state()["deployment"].get("resources", [])
                 if r["type"].endswith(type_suffix)]
 
+    def teardown(self, volume: str) -> None:
+        """Destroy, remove the stack, and remove what a failed test may have left of it on the
+        machine: its labelled containers and its data volume (which destroy keeps on purpose)."""
+        import docker
+
+        self.run("destroy", "--yes", "--skip-preview", check=False)
+        self.remove()
+        client = docker.from_env()
+        for c in client.containers.list(all=True, filters={"label": f"rustfs-vllm.stack={self.name}"}):
+            c.remove(force=True)
+        try:
+            client.volumes.get(volume).remove(force=True)
+        except docker.errors.NotFound:
+            pass
+
     def remove(self) -> None:
         self.run("stack", "rm", "--yes", "--force", check=False)
         cfg = self.workdir / f"Pulumi.{self.name}.yaml"

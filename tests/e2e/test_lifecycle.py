@@ -111,15 +111,7 @@ def env(tmp_path_factory):
            "access": access, "secret": secret, "tmp": tmp, "mount": f"/mnt/{prefix}",
            "volume": f"{prefix}-data", "base_url": f"http://127.0.0.1:{vllm_port}/v1"}
     yield ctx
-    stack.run("destroy", "--yes", "--skip-preview", check=False)
-    stack.remove()
-    client = docker.from_env()
-    for c in client.containers.list(all=True, filters={"label": f"rustfs-vllm.stack={stack.name}"}):
-        c.remove(force=True)
-    try:
-        client.volumes.get(ctx["volume"]).remove(force=True)
-    except docker.errors.NotFound:
-        pass
+    stack.teardown(ctx["volume"])
     RESULTS.parent.mkdir(exist_ok=True)
     RESULTS.write_text(json.dumps(stack.timings, indent=2))
     print("e2e timings:", json.dumps(stack.timings))

@@ -113,15 +113,7 @@ def world(tmp_path_factory):
     stack.set("rustfsAccessKey", w["access"], secret=True)
     stack.set("rustfsSecretKey", w["secret"], secret=True)
     yield w
-    stack.run("destroy", "--yes", "--skip-preview", check=False)
-    stack.remove()
-    client = docker.from_env()
-    for c in client.containers.list(all=True, filters={"label": f"rustfs-vllm.stack={stack.name}"}):
-        c.remove(force=True)
-    try:
-        client.volumes.get(f"{w['prefix']}-data").remove(force=True)
-    except docker.errors.NotFound:
-        pass
+    stack.teardown(f"{w['prefix']}-data")
     RESULTS.parent.mkdir(exist_ok=True)
     RESULTS.write_text(json.dumps(_results, indent=2))
 
