@@ -17,6 +17,9 @@ def wait(name: str, url: str, **env: str) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=120)
 
 
+SERVE = ["serve", "s3", "/data", "--addr", ":9000", "--config", "/dev/null"]   # the stand-in, answering
+
+
 def run(client, image, name, port, command):
     return client.containers.run(image, command, name=name, detach=True,
                                  ports={"9000/tcp": ("127.0.0.1", port)}, labels={"rustfs-vllm.stack": "itest"})
@@ -24,8 +27,7 @@ def run(client, image, name, port, command):
 
 def test_ready_when_the_server_answers(image, client):
     port = free_port()
-    c = run(client, image, "rvllm-itest-ready1", port, ["serve", "s3", "/data", "--addr", ":9000",
-                                                          "--config", "/dev/null"])
+    c = run(client, image, "rvllm-itest-ready1", port, SERVE)
     try:
         proc = wait(c.name, f"http://127.0.0.1:{port}/", RV_ANY_STATUS="1", RV_TIMEOUT="30")
         assert proc.returncode == 0, proc.stderr
@@ -48,8 +50,7 @@ def test_an_exiting_container_fails_with_its_last_log_lines(image, client):
 
 def test_timeout_names_the_url_and_shows_the_logs(image, client):
     port = free_port()
-    c = run(client, image, "rvllm-itest-ready3", port, ["serve", "s3", "/data", "--addr", ":9000",
-                                                          "--config", "/dev/null"])
+    c = run(client, image, "rvllm-itest-ready3", port, SERVE)
     try:
         proc = wait(c.name, f"http://127.0.0.1:{port}/never", RV_CONTAINS='"never"', RV_TIMEOUT="3")
         assert proc.returncode == 1
