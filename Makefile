@@ -1,13 +1,17 @@
 # rustfs-vllm. The README's two commands are `scripts/up` (== make up) and `scripts/test` (== make test).
-.PHONY: up test bootstrap unit integration e2e bench destroy images
+.PHONY: up test test-rustfs bootstrap unit integration e2e bench destroy images rustfs-image
 up:
 	scripts/up
 test:
 	scripts/test
+test-rustfs:
+	scripts/test-rustfs
 bootstrap:
 	scripts/bootstrap
 images:
 	scripts/build-images
+rustfs-image:
+	scripts/build-images && scripts/build-rustfs-image
 unit:
 	scripts/bootstrap >/dev/null && . scripts/env.sh && python -m pytest -q tests/unit
 integration:

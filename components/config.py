@@ -55,6 +55,8 @@ class ModelSpec:
     gpu_memory_utilization: Optional[float]
     kv_cache_space_gib: Optional[float]
     extra_args: tuple[str, ...] = ()
+    env: Mapping[str, str] = field(default_factory=dict)   # over vllmEnv, for this model's container only
+    gpus: Optional[str] = None                               # None: vllmGpus
 
 
 @dataclass(frozen=True)
@@ -227,13 +229,7 @@ def load(raw: Mapping[str, Any], stack: str, project_dir: str,
     gpus = r.get("vllmGpus", "", str, "empty (CPU), 'all', 'count=N' or device ids like '0,1'")
     if gpus and not GPUS_RE.fullmatch(gpus):
         r.bad("vllmGpus", gpus, "empty (CPU), 'all', 'count=N' or device ids like '0,1'")
-    vllm_env = r.get("vllmEnv", {}, dict, "a map of environment variable names to string values")
-    for k, v in dict(vllm_env).items():
-        if not ENV_NAME_RE.fullmatch(str(k)) or not isinstance(v, (str, int, float)) or isinstance(v, bool):
-            r.bad(f"vllmEnv.{k}", v, "an environment variable NAME mapped to a string or number")
-        elif k == "VLLM_API_KEY":
-            r.bad(f"vllmEnv.{k}", "<secret>", "not here: set vllmApiKey with --secret")
-    vllm_env = {str(k): str(v) for k, v in dict(vllm_env).items()}
+    vllm_env = _env_map(r, "vllmEnv", r.get("vllmEnv", {}, dict, "a map of environment variable names to string values"))
     api_key = r.get("vllmApiKey", "", str, "a string (set it with --secret)")
     restart = r.choice("vllmRestart", "unless-stopped", RESTART_POLICIES)
     ready_timeout = r.get("vllmReadyTimeout", 900, int, "seconds, an integer 30-7200")
@@ -289,6 +285,19 @@ def load(raw: Mapping[str, Any], stack: str, project_dir: str,
         uses_default_credentials=uses_default)
 
 
+
+def _env_map(r: "_Reader", key: str, raw: Any) -> dict[str, str]:
+    """A map of environment variables for vLLM containers (``vllmEnv`` or a model's ``env``)."""
+    if not isinstance(raw, dict):
+        r.bad(key, raw, "a map of environment variable names to string values")
+        return {}
+    for k, v in raw.items():
+        if not ENV_NAME_RE.fullmatch(str(k)) or not isinstance(v, (str, int, float)) or isinstance(v, bool):
+            r.bad(f"{key}.{k}", v, "an environment variable NAME mapped to a string or number")
+        elif k == "VLLM_API_KEY":
+            r.bad(f"{key}.{k}", "<secret>", "not here: set vllmApiKey with --secret")
+    return {str(k): str(v) for k, v in raw.items()}
+
 def _models(r: _Reader, project_dir: str, port_in_use: Callable[[str, int], bool] | None,
             memory_bytes: Callable[[], int] | None) -> list[ModelSpec]:
     import os
@@ -298,13 +307,13 @@ def _models(r: _Reader, project_dir: str, port_in_use: Callable[[str, int], bool
         r.bad("models", raw_models, "a non-empty list of models, each with at least name and source")
         return []
     allowed_fields = {"name", "source", "prefix", "port", "maxModelLen", "dtype",
-                      "gpuMemoryUtilization", "kvCacheSpaceGib", "extraArgs"}
+                      "gpuMemoryUtilization", "kvCacheSpaceGib", "extraArgs", "env", "gpus"}
     models: list[ModelSpec] = []
     for i, m in enumerate(raw_models):
         key = f"models[{i}]"
         if not isinstance(m, dict):
             r.bad(key, m, "an object with name, source and optional prefix, port, maxModelLen, dtype, "
-                          "gpuMemoryUtilization, kvCacheSpaceGib, extraArgs")
+                          "gpuMemoryUtilization, kvCacheSpaceGib, extraArgs, env, gpus")
             continue
         for unknown in sorted(set(m) - allowed_fields):
             r.bad(f"{key}.{unknown}", m[unknown], f"a known field: {', '.join(sorted(allowed_fields))}")
@@ -368,9 +377,15 @@ def _models(r: _Reader, project_dir: str, port_in_use: Callable[[str, int], bool
             if a.split("=")[0] in RESERVED_VLLM_FLAGS:
                 r.bad(f"{key}.extraArgs", a, f"no flag this program sets itself ({', '.join(RESERVED_VLLM_FLAGS)}); "
                                              "use the model's fields or vllmApiKey")
+        env = _env_map(r, f"{key}.env", m.get("env", {}))
+        gpus = m.get("gpus")
+        if gpus is not None and (not isinstance(gpus, str) or (gpus and not GPUS_RE.fullmatch(gpus))):
+            r.bad(f"{key}.gpus", gpus, "empty (CPU), 'all', 'count=N' or device ids like '0,1' (overrides vllmGpus)")
+            gpus = None
         models.append(ModelSpec(name=name, source=source, prefix=prefix, port=port, max_model_len=max_len,
                                 dtype=dtype if dtype in DTYPES else "float32", gpu_memory_utilization=gmu,
-                                kv_cache_space_gib=kv, extra_args=tuple(extra)))
+                                kv_cache_space_gib=kv, extra_args=tuple(extra),
+                                env=env, gpus=gpus))
 
     seen_names: dict[str, int] = {}
     seen_prefixes: dict[str, str] = {}

@@ -17,6 +17,7 @@ with ``depends_on``; no value of it flows into their inputs.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Optional
 
@@ -32,6 +33,21 @@ KIND_LABELS = {
     "rclone-serve-s3": "rclone serve s3 (S3-compatible stand-in, not RustFS)",
     "external": "external S3 endpoint",
 }
+# scripts/build-rustfs-image tags its local builds rustfs-vllm/rustfs:<crate version>-local.
+LOCAL_RUSTFS = re.compile(r"^rustfs-vllm/rustfs:(?P<version>[^-]+)-local$")
+
+
+def describe(kind: str, image: str) -> str:
+    """The ``s3_server`` output: which server, and for RustFS which build of it."""
+    if kind != "rustfs":
+        return KIND_LABELS[kind]
+    local = LOCAL_RUSTFS.match(image)
+    if local:
+        return (f"RustFS {local['version']} (local build from the crates.io rustfs crate, image {image}; "
+                "not the official image)")
+    return f"RustFS (image {image})"
+
+
 # The stand-in image's entrypoint (scripts/build-s3-standin-image): the secrets wrapper runs it.
 STANDIN_ENTRYPOINT = ("/usr/local/bin/rclone",)
 
@@ -117,5 +133,5 @@ class S3Server(pulumi.ComponentResource):
         }, pulumi.ResourceOptions(parent=self, depends_on=list(self.ready)))
         self.ready = [*self.ready, self.credentials]
         self.endpoint = pulumi.Output.from_input(args.endpoint)
-        self.kind = pulumi.Output.from_input(KIND_LABELS[args.kind])
+        self.kind = pulumi.Output.from_input(describe(args.kind, args.image))
         self.register_outputs({"endpoint": self.endpoint, "kind": self.kind})

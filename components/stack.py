@@ -88,9 +88,9 @@ class ServingStack(pulumi.ComponentResource):
                 port=m.port, mount_path=cfg.mount_path, revision=self.uploads[m.name].revision,
                 bind_address=cfg.bind_address,
                 gpu_memory_utilization=m.gpu_memory_utilization, kv_cache_space_gib=m.kv_cache_space_gib,
-                extra_args=m.extra_args, env=cfg.vllm_env, api_key=pulumi.Output.secret(cfg.vllm_api_key),
+                extra_args=m.extra_args, env={**cfg.vllm_env, **m.env}, api_key=pulumi.Output.secret(cfg.vllm_api_key),
                 has_api_key=bool(cfg.vllm_api_key),
-                shm_size=cfg.vllm_shm_size, gpus=cfg.vllm_gpus, restart=cfg.vllm_restart,
+                shm_size=cfg.vllm_shm_size, gpus=cfg.vllm_gpus if m.gpus is None else m.gpus, restart=cfg.vllm_restart,
                 ready_timeout=cfg.vllm_ready_timeout),
                 pulumi.ResourceOptions(parent=self, depends_on=[self.mount_root, self.mounts[m.name]]))
             self.servers[m.name] = server

@@ -1,5 +1,6 @@
-"""End to end, on a local backend with the real engine, the real Docker engine, the rclone serve s3
-stand-in (NOT RustFS), rclone over FUSE and a real vLLM serving SmolLM2-135M-Instruct. Every step
+"""End to end, on a local backend with the real engine, the real Docker engine, the S3 server of
+tests/s3_under_test.py (real RustFS, local build, under `make test-rustfs`; else the rclone serve s3
+stand-in, NOT RustFS), rclone over FUSE and a real vLLM serving SmolLM2-135M-Instruct. Every step
 checks the machine itself (containers, /proc/mounts, objects in the server's volume), not
 Pulumi's idea of it."""
 from __future__ import annotations
@@ -11,17 +12,19 @@ import shutil
 import time
 from pathlib import Path
 
+import botocore.exceptions
 import docker
 import pytest
 from openai import OpenAI
 
 from components.providers import s3
+from tests import s3_under_test
 from tests.helpers import ROOT, free_port
 from tests.pulumi_cli import Stack
+from tests.s3_under_test import volume_objects
 
 MODEL = ROOT / "models" / "SmolLM2-135M-Instruct"
 VLLM_IMAGE = "rustfs-vllm/vllm-openai-cpu:0.30.0"
-S3_IMAGE = "rustfs-vllm/rclone-s3-standin:1.75.2"
 SERVED = "smollm2"
 PREFIX = "SmolLM2-135M-Instruct"
 BUCKET = "e2e-models"
@@ -43,13 +46,6 @@ def sha256(path: Path) -> str:
 def mounts_at(path: str) -> list[list[str]]:
     with open("/proc/mounts") as fh:
         return [line.split() for line in fh if line.split()[1] == path]
-
-
-def volume_files(client: docker.DockerClient, volume: str) -> dict[str, tuple[int, int]]:
-    """{key: (size, mtime_ns)} of the objects the S3 server keeps in its volume."""
-    base = Path(client.volumes.get(volume).attrs["Mountpoint"])
-    return {str(p.relative_to(base)): (p.stat().st_size, p.stat().st_mtime_ns)
-            for p in base.rglob("*") if p.is_file() and not p.name.startswith(".")}
 
 
 def complete(base_url: str, model: str) -> str:
@@ -91,7 +87,7 @@ def env(tmp_path_factory):
     prefix = f"rvllm-e2e-{tag}"
     access, secret = f"e2e-access-{secrets.token_hex(6)}", secrets.token_urlsafe(18)
     for key, value in {
-        "environment": "test", "namePrefix": prefix, "s3Server": "rclone-serve-s3", "rustfsImage": S3_IMAGE,
+        "environment": "test", "namePrefix": prefix, **s3_under_test.stack_settings(),
         "rustfsPort": str(s3_port), "bindAddress": "127.0.0.1", "bucket": BUCKET,
         "mountPath": f"/mnt/{prefix}", "mountCacheDir": str(tmp / "rclone-cache"), "vllmImage": VLLM_IMAGE,
         "vllmReadyTimeout": "600", "smokeMaxTokens": "12",
@@ -137,7 +133,7 @@ def test_lifecycle(env):
     # 2. up, then the same answer as the same image serving the local copy directly
     stack.run("up", "--yes", "--skip-preview", label="up_cold")
     outputs = stack.outputs()
-    assert outputs["s3_server"] == "rclone serve s3 (S3-compatible stand-in, not RustFS)"
+    assert outputs["s3_server"] == s3_under_test.expected_s3_server_output()
     served = complete(env["base_url"], SERVED)
     assert outputs["smoke_completions"][SERVED] == served
     ref_port = free_port()
@@ -170,11 +166,21 @@ def test_lifecycle(env):
         body = c.get_object(Bucket=BUCKET, Key=f"{PREFIX}/{f.name}")["Body"].read()
         assert len(body) == f.stat().st_size and hashlib.sha256(body).hexdigest() == sha256(f), f.name
 
+    # 3b. the server got the configured keys: they work (above), RustFS's default pair is refused,
+    #     and no key is in the server container's inspect data (env, args, labels, mounts)
+    with pytest.raises(botocore.exceptions.ClientError) as refused:
+        s3.client(f"http://127.0.0.1:{env['s3_port']}", "rustfsadmin", "rustfsadmin").list_buckets()
+    assert refused.value.response["Error"]["Code"] in ("InvalidAccessKeyId", "AccessDenied",
+                                                       "SignatureDoesNotMatch"), refused.value.response
+    [server] = client.containers.list(filters={"label": [f"rustfs-vllm.stack={stack.name}", "rustfs-vllm.role=s3-server"]})
+    inspect = json.dumps(client.api.inspect_container(server.id))
+    assert env["access"] not in inspect and env["secret"] not in inspect
+
     # 4. no changes
     stack.run("preview", "--expect-no-changes", label="preview_noop")
 
     # 5. one small file changes: only the upload (and what follows it) changes; one object is sent
-    before = volume_files(client, env["volume"])
+    before = volume_objects(env["volume"])
     gen = json.loads((model / "generation_config.json").read_text())
     gen["e2e_marker"] = stack.name
     (model / "generation_config.json").write_text(json.dumps(gen))
@@ -184,7 +190,7 @@ def test_lifecycle(env):
     assert set(changed) <= {f"model-{PREFIX}-objects", f"mount-{PREFIX}-command", f"vllm-{PREFIX}-container",
                             f"vllm-{PREFIX}-ready-wait", f"smoke-{PREFIX}-completion"}, changed
     stack.run("up", "--yes", "--skip-preview", label="up_one_file")
-    after = volume_files(client, env["volume"])
+    after = volume_objects(env["volume"])
     rewritten = sorted(k for k in after if after[k] != before.get(k))
     assert rewritten == [f"{BUCKET}/{PREFIX}/generation_config.json"]
     assert last_transfer(stack)["bytes"] == (model / "generation_config.json").stat().st_size
@@ -197,13 +203,13 @@ def test_lifecycle(env):
     stack.run("destroy", "--yes", "--skip-preview", label="destroy")
     assert client.containers.list(all=True, filters=ours) == []
     assert mounts_at(env["mount"]) == [] and mounts_at(f"{env['mount']}/{PREFIX}") == []
-    kept = volume_files(client, env["volume"])
+    kept = volume_objects(env["volume"])
     assert kept == after
 
     # 8. up again: serving again, nothing uploaded
     stack.run("up", "--yes", "--skip-preview", label="up_again")
     assert last_transfer(stack)["bytes"] == 0
-    assert volume_files(client, env["volume"]) == kept
+    assert volume_objects(env["volume"]) == kept
     assert complete(env["base_url"], SERVED) == served
 
     # 9. destroy with purge: the model's prefix goes, a foreign object stays
@@ -212,5 +218,5 @@ def test_lifecycle(env):
     stack.set("purgeOnDestroy", "true")
     stack.run("up", "--yes", "--skip-preview", label="up_purge_flag")
     stack.run("destroy", "--yes", "--skip-preview", label="destroy_purge")
-    left = volume_files(client, env["volume"])
+    left = volume_objects(env["volume"])
     assert sorted(left) == [f"{BUCKET}/foreign/keep.txt"]

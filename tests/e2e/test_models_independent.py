@@ -1,6 +1,8 @@
 """One model's change touches only that model, through the real engine and a real vLLM, with a
-client polling model A every 0.5 s through every step. The S3 server is the rclone serve s3
-stand-in (NOT RustFS). Steps, in order, on one stack:
+client polling model A every 0.5 s through every step. The S3 server is tests/s3_under_test.py's
+(real RustFS, local build, under `make test-rustfs`; else the rclone serve s3 stand-in, NOT RustFS).
+Each vLLM is bound to a CPU core of its own (the models' ``env``), as a user running two models on
+one CPU host would; with vLLM's automatic binding both take core 0. Steps, in order, on one stack:
 
   A serving -> add B -> change one file of B -> kill A's rclone (and restart A's container)
   -> rotate the S3 credentials -> remove B (no purge)
@@ -27,11 +29,12 @@ import yaml
 from components.providers import s3
 from tests.helpers import ROOT, free_port
 from tests.pulumi_cli import Stack
+from tests.s3_under_test import stack_settings
 
 MODEL = ROOT / "models" / "SmolLM2-135M-Instruct"
 VLLM_IMAGE = "rustfs-vllm/vllm-openai-cpu:0.30.0"
-S3_IMAGE = "rustfs-vllm/rclone-s3-standin:1.75.2"
 BUCKET = "ind-models"
+CORES = {"a": "0", "b": "1"}           # VLLM_CPU_OMP_THREADS_BIND per model: a core each
 RESULTS = ROOT / ".state" / "e2e-independence.json"
 _results: dict[str, dict] = {}
 
@@ -106,7 +109,7 @@ def world(tmp_path_factory):
     w["mount"] = f"/mnt/{w['prefix']}"
     w["base_a"], w["base_b"] = f"http://127.0.0.1:{w['port_a']}/v1", f"http://127.0.0.1:{w['port_b']}/v1"
     stack.write_config({
-        "environment": "test", "namePrefix": w["prefix"], "s3Server": "rclone-serve-s3", "rustfsImage": S3_IMAGE,
+        "environment": "test", "namePrefix": w["prefix"], **stack_settings(),
         "rustfsPort": w["s3_port"], "bindAddress": "127.0.0.1", "bucket": BUCKET, "mountPath": w["mount"],
         "mountCacheDir": str(tmp / "cache"), "vllmImage": VLLM_IMAGE, "vllmReadyTimeout": 600,
         "models": [model_entry(w, "a")]})
@@ -120,7 +123,8 @@ def world(tmp_path_factory):
 
 def model_entry(w: dict, which: str) -> dict:
     return {"name": f"smollm2-{which}", "source": str(w[which]), "prefix": f"SmolLM2-{which.upper()}",
-            "port": w[f"port_{which}"], "maxModelLen": 512, "kvCacheSpaceGib": 1, "extraArgs": ["--enforce-eager"]}
+            "port": w[f"port_{which}"], "maxModelLen": 512, "kvCacheSpaceGib": 1, "extraArgs": ["--enforce-eager"],
+            "env": {"VLLM_CPU_OMP_THREADS_BIND": CORES[which]}}
 
 
 def set_models(w: dict, which: list[str]) -> None:

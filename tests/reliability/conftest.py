@@ -1,12 +1,12 @@
-"""Shared pieces of the reliability tests: a real S3 server process we can stop and start, and
-checks that look at the machine (containers, mounts, volumes, buckets)."""
+"""Shared pieces of the reliability tests: checks that look at the machine (containers, mounts,
+volumes, buckets). The S3 server they run on is tests/s3_under_test.py's choice."""
 from __future__ import annotations
 
 import docker
 
 from components import layout
 
-from tests.integration.conftest import ACCESS, SECRET, S3Server, s3_server, start_server  # noqa: F401
+from tests.integration.conftest import ACCESS, SECRET  # noqa: F401
 
 
 def leftovers(stack_name: str, mount_path: str, volume: str) -> list[str]:

@@ -14,11 +14,12 @@ from typing import Callable
 
 import pytest
 
+from tests import s3_under_test
 from tests.helpers import ROOT, free_port, make_model
 from tests.pulumi_cli import Stack
 from tests.reliability.conftest import ACCESS, SECRET, leftovers
+from tests.s3_under_test import ExternalServer, stack_settings
 
-S3_IMAGE = "rustfs-vllm/rclone-s3-standin:1.75.2"
 VLLM_IMAGE = "rustfs-vllm/vllm-openai-cpu:0.30.0"
 RESULTS = ROOT / ".state" / "reliability-bad-inputs.json"
 _results: list[dict] = []
@@ -40,7 +41,7 @@ def base(stack: Stack) -> dict:
     tmp: Path = stack.tmp  # type: ignore[attr-defined]
     model = make_model(tmp / "model", max_positions=2048) if not (tmp / "model").exists() else tmp / "model"
     return {
-        "environment": "test", "namePrefix": stack.name, "s3Server": "rclone-serve-s3", "rustfsImage": S3_IMAGE,
+        "environment": "test", "namePrefix": stack.name, **stack_settings(),
         "rustfsPort": free_port(), "bindAddress": "127.0.0.1", "bucket": "rel-models",
         "mountPath": f"/mnt/{stack.name}", "mountCacheDir": str(tmp / "cache"), "vllmImage": VLLM_IMAGE,
         "models": [{"name": "m", "source": str(model), "port": free_port(), "kvCacheSpaceGib": 1}],
@@ -116,7 +117,7 @@ def _s3_port_in_use(cfg, stack):
 def _default_credentials(cfg, stack):
     cfg["environment"] = "production"
     cfg["s3Server"] = "rustfs"
-    cfg["rustfsImage"] = S3_IMAGE  # present, so only the credentials are wrong
+    cfg["rustfsImage"] = stack_settings()["rustfsImage"]  # present, so only the credentials are wrong
     stack.no_credentials = True  # type: ignore[attr-defined]
 
 
@@ -281,19 +282,22 @@ def test_unreadable_file_is_rejected_for_an_unprivileged_user(tmp_path):
         shutil.rmtree(folder)
 
 
-def test_wrong_credentials_fail_at_the_credential_check_leaving_nothing(stack, s3_server):
-    external = s3_server
-    cfg = base(stack)
-    cfg.update(s3Server="external", rustfsEndpoint=external.endpoint)
-    stack.write_config(cfg)
-    set_credentials(stack, ACCESS, "definitely-not-the-secret")
-    proc = stack.run("up", "--yes", "--skip-preview", check=False)
-    out = proc.stdout + proc.stderr
-    assert proc.returncode != 0 and "rejected the credentials" in out and "rustfsSecretKey" in out, out[-3000:]
-    assert "definitely-not-the-secret" not in out
-    _check_clean(stack, cfg)
-    assert not (external.root / "rel-models").exists()
-    stack.run("destroy", "--yes", "--skip-preview")
+def test_wrong_credentials_fail_at_the_credential_check_leaving_nothing(stack, tmp_path):
+    external = ExternalServer(tmp_path, ACCESS, SECRET)
+    try:
+        cfg = base(stack)
+        cfg.update(s3Server="external", rustfsEndpoint=external.endpoint)
+        stack.write_config(cfg)
+        set_credentials(stack, ACCESS, "definitely-not-the-secret")
+        proc = stack.run("up", "--yes", "--skip-preview", check=False)
+        out = proc.stdout + proc.stderr
+        assert proc.returncode != 0 and "rejected the credentials" in out and "rustfsSecretKey" in out, out[-3000:]
+        assert "definitely-not-the-secret" not in out
+        _check_clean(stack, cfg)
+        assert not external.bucket_exists("rel-models")
+        stack.run("destroy", "--yes", "--skip-preview")
+    finally:
+        external.remove()
     _results.append({"case": "wrong credentials", "stage": "up (credential check)", "result": "rejected",
                      "message": next((ln.strip() for ln in out.splitlines() if "rejected the credentials" in ln), "")[:300]})
 
@@ -301,24 +305,21 @@ def test_wrong_credentials_fail_at_the_credential_check_leaving_nothing(stack, s
 def test_server_on_rustfs_default_keys_fails_naming_that_cause(stack, tmp_path):
     """A server that never received the configured keys runs on RustFS's defaults and answers
     health checks: `up` must stop at the credential check, name that cause, and create nothing.
-    (The server here is `rclone serve s3` given only rustfsadmin/rustfsadmin, NOT RustFS.)"""
-    from tests.integration.test_credentials import serve
-
-    proc, endpoint = serve(tmp_path / "defaults-only", '"rustfsadmin,rustfsadmin"')
+    (RustFS started with no keys; the stand-in, NOT RustFS, given only rustfsadmin/rustfsadmin.)"""
+    server = ExternalServer(tmp_path, ACCESS, SECRET, keys=False)
     try:
         cfg = base(stack)
-        cfg.update(s3Server="external", rustfsEndpoint=endpoint)
+        cfg.update(s3Server="external", rustfsEndpoint=server.endpoint)
         stack.write_config(cfg)
         set_credentials(stack)
         up = stack.run("up", "--yes", "--skip-preview", check=False)
         out = up.stdout + up.stderr
         assert up.returncode != 0 and "never received the configured ones" in out, out[-3000:]
         _check_clean(stack, cfg)
-        assert not (tmp_path / "defaults-only" / "rel-models").exists()
+        assert not server.bucket_exists("rel-models")
         stack.run("destroy", "--yes", "--skip-preview")
     finally:
-        proc.kill()
-        proc.wait()
+        server.remove()
     _results.append({"case": "server runs on RustFS's default keys", "stage": "up (credential check)",
                      "result": "rejected",
                      "message": next((ln.strip() for ln in out.splitlines() if "never received" in ln), "")[:300]})
@@ -336,3 +337,49 @@ def test_unreachable_endpoint_fails_at_the_credential_check_leaving_nothing(stac
     stack.run("destroy", "--yes", "--skip-preview")
     _results.append({"case": "S3 endpoint unreachable", "stage": "up (credential check)", "result": "rejected",
                      "message": next((ln.strip() for ln in out.splitlines() if "is unreachable" in ln), "")[:300]})
+
+
+IGNORES_KEYS = "rustfs-vllm/rustfs-ignores-keys:test"
+
+
+@pytest.mark.skipif(s3_under_test.KIND != "rustfs",
+                    reason="needs the local RustFS image: `make test-rustfs` runs it (RUSTFS_VLLM_TEST_S3=rustfs)")
+def test_rustfs_in_the_stack_that_ignores_its_keys_fails_naming_that_cause(stack, tmp_path):
+    """The failure of issue 11, for real: a RustFS image whose entrypoint drops the key files starts
+    on its default keys and answers health checks. `up` must stop at the credential check with a
+    message naming that cause, before any bucket, mount or vLLM."""
+    ctx = tmp_path / "ignores-keys"
+    ctx.mkdir()
+    (ctx / "Dockerfile").write_text(
+        f"FROM {s3_under_test.RUSTFS_IMAGE}\nUSER root\n"
+        "RUN printf '#!/bin/sh\\nunset RUSTFS_ACCESS_KEY_FILE RUSTFS_SECRET_KEY_FILE\\nexec /entrypoint.sh \"$@\"\\n'"
+        " > /ignore-keys.sh && chmod 0755 /ignore-keys.sh\nUSER rustfs\n"
+        'ENTRYPOINT ["/ignore-keys.sh"]\nCMD ["rustfs"]\n')
+    subprocess.run(["docker", "build", "-q", "-t", IGNORES_KEYS, str(ctx)], check=True, capture_output=True)
+    cfg = base(stack)
+    cfg.update(s3Server="rustfs", rustfsImage=IGNORES_KEYS)
+    stack.write_config(cfg)
+    set_credentials(stack)
+    try:
+        up = stack.run("up", "--yes", "--skip-preview", check=False)
+        out = up.stdout + up.stderr
+        assert up.returncode != 0 and "never received the configured ones" in out, out[-3000:]
+        assert ACCESS not in out and SECRET not in out
+        from components.providers import s3
+
+        on_defaults = s3.client(f"http://127.0.0.1:{cfg['rustfsPort']}", "rustfsadmin", "rustfsadmin")
+        assert [b["Name"] for b in on_defaults.list_buckets().get("Buckets", [])] == []   # no bucket made
+        state = json.loads(stack.run("stack", "export").stdout)
+        made = [r["urn"].split("::")[-1] for r in state["deployment"].get("resources", [])]
+        assert "s3-container" in made, made
+        assert not [n for n in made if n.startswith(("bucket", "model-", "mount-", "vllm-")) and n != "vllm-image"], made
+        stack.run("destroy", "--yes", "--skip-preview")
+        subprocess.run(["docker", "volume", "rm", f"{stack.name}-data"], check=True, capture_output=True)  # retained
+        _check_clean(stack, cfg)
+    finally:
+        stack.run("destroy", "--yes", "--skip-preview", check=False)
+        subprocess.run(["docker", "volume", "rm", "-f", f"{stack.name}-data"], capture_output=True)
+        subprocess.run(["docker", "image", "rm", "-f", IGNORES_KEYS], capture_output=True)
+    _results.append({"case": "RustFS in the stack ignores its keys", "stage": "up (credential check)",
+                     "result": "rejected",
+                     "message": next((ln.strip() for ln in out.splitlines() if "never received" in ln), "")[:300]})

@@ -5,7 +5,9 @@ data safety checked on the machine. One stack goes through the steps in order (m
   logs kept) -> secrets scan -> rclone killed (supervisor; preview notices) -> vLLM killed -> destroy with things already gone
   -> purge touches only managed prefixes of the (adopted) bucket.
 
-The S3 server is an external `rclone serve s3` process (NOT RustFS) that the test stops and starts.
+The S3 server is external (``s3Server: external``) and the test stops and starts it: real RustFS
+(local build, a container) with RUSTFS_VLLM_TEST_S3=rustfs, else an `rclone serve s3` process
+(NOT RustFS); see tests/s3_under_test.py.
 """
 from __future__ import annotations
 
@@ -24,7 +26,8 @@ import pytest
 from openai import OpenAI
 
 from tests.helpers import ROOT, free_port
-from tests.integration.conftest import ACCESS, SECRET, start_server
+from tests.integration.conftest import ACCESS, SECRET
+from tests.s3_under_test import ExternalServer
 from tests.pulumi_cli import Stack
 
 MODEL = ROOT / "models" / "SmolLM2-135M-Instruct"
@@ -49,11 +52,8 @@ class World:
 
     def __init__(self, tmp: Path) -> None:
         self.tmp = tmp
-        self.root = tmp / "s3data"
-        self.root.mkdir()
-        self.port = free_port()
-        self.proc = start_server(self.root, self.port)
-        self.endpoint = f"http://127.0.0.1:{self.port}"
+        self.server = ExternalServer(tmp, ACCESS, SECRET)
+        self.endpoint = self.server.endpoint
         self.model = tmp / PREFIX
         shutil.copytree(MODEL, self.model, ignore=shutil.ignore_patterns(".complete"))
         for i in range(PAD_FILES):  # weights vLLM ignores, big enough to interrupt an upload
@@ -65,18 +65,17 @@ class World:
         self.base_url = f"http://127.0.0.1:{self.vllm_port}/v1"
 
     def restart_server(self) -> None:
-        self.proc = start_server(self.root, self.port)
+        self.server.restart()
 
     def kill_server(self) -> None:
-        self.proc.kill()
-        self.proc.wait()
+        self.server.kill()
 
     def objects(self) -> dict[str, int]:
-        """The bucket's objects as the server keeps them on disk (its .rclone_temp_* work files of
-        interrupted multipart uploads are not objects: S3 listings do not show them)."""
-        base = self.root / BUCKET
-        return {str(p.relative_to(base)): p.stat().st_size for p in base.rglob("*")
-                if p.is_file() and not p.name.startswith(".")} if base.exists() else {}
+        """{key: size} of the bucket's finished objects (unfinished multipart uploads are not listed)."""
+        return {k: size for k, (size, _) in self.server.objects(BUCKET).items()}
+
+    def etags(self) -> dict[str, str]:
+        return {k: etag for k, (_, etag) in self.server.objects(BUCKET).items()}
 
     def complete(self) -> str:
         client = OpenAI(base_url=self.base_url, api_key=self.api_key, timeout=120)
@@ -123,12 +122,12 @@ def world(tmp_path_factory):
     w.stack.set("rustfsSecretKey", SECRET, secret=True)
     w.stack.set("vllmApiKey", w.api_key, secret=True)
     yield w
-    if w.proc.poll() is not None:
+    if not w.server.alive():
         w.restart_server()
     w.stack.run("cancel", "--yes", check=False)
     w.stack.run("destroy", "--yes", "--skip-preview", check=False)
     w.stack.remove()
-    w.kill_server()
+    w.server.remove()
     RESULTS.parent.mkdir(exist_ok=True)
     RESULTS.write_text(json.dumps(_results, indent=2))
 
@@ -167,10 +166,10 @@ def test_sigkill_mid_upload_then_cancel_refresh_up_converges(world):
     for i in (0, 1):  # two weights files change: two uploads to interrupt
         with open(world.model / f"pad-{i}.dat", "r+b") as fh:
             fh.write(os.urandom(4096))
-    mtimes = {k: (world.root / BUCKET / k).stat().st_mtime_ns for k in world.objects()}
+    etags = world.etags()
 
     def changed_names():
-        return [k for k in world.objects() if (world.root / BUCKET / k).stat().st_mtime_ns != mtimes.get(k)]
+        return [k for k, etag in world.etags().items() if etag != etags.get(k)]
 
     proc = world.up_background()
     deadline = time.monotonic() + 300
@@ -314,11 +313,11 @@ def test_purge_removes_only_managed_prefixes_and_never_the_adopted_bucket(world)
     world.stack.run("up", "--yes", "--skip-preview")
     world.stack.run("destroy", "--yes", "--skip-preview")
     assert sorted(world.objects()) == ["foreign/keep.txt"]
-    assert (world.root / "other-bucket" / "keep" / "me.txt").read_bytes() == b"another bucket"
+    assert world.server.read("other-bucket", "keep/me.txt") == b"another bucket"
     # the bucket existed before the stack (adopted): purge never deletes it, even when emptied
     c.delete_object(Bucket=BUCKET, Key="foreign/keep.txt")
     world.stack.run("up", "--yes", "--skip-preview")
     world.stack.run("destroy", "--yes", "--skip-preview")
-    assert (world.root / BUCKET).is_dir()
+    assert world.server.bucket_exists(BUCKET)
     record("purge on destroy", "only the model prefix was deleted; foreign object, other bucket and the "
            "adopted bucket survived")

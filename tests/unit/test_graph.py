@@ -296,3 +296,20 @@ def test_smoke_test_off(tmp_path):
     import dataclasses
     g = build(dataclasses.replace(cfg, smoke_test=False))
     assert not g.by_type(":Completion")
+
+
+def test_model_env_and_gpus_override_the_stack_wide_ones(tmp_path):
+    """Per model: ``env`` is laid over ``vllmEnv`` and ``gpus`` replaces ``vllmGpus``, for that model's
+    container only (how two CPU models get cores of their own, or two GPU models GPUs of their own)."""
+    make_model(tmp_path / "a")
+    make_model(tmp_path / "b", seed=2)
+    raw = {k.split(":", 1)[1]: v for k, v in yaml.safe_load((ROOT / "Pulumi.dev.yaml").read_text())["config"].items()}
+    raw |= {"vllmEnv": {"VLLM_CPU_OMP_THREADS_BIND": "auto", "X": "1"}, "vllmGpus": "all",
+            "mountPath": str(tmp_path / "mnt"),
+            "models": [{"name": "a", "source": str(tmp_path / "a"), "env": {"VLLM_CPU_OMP_THREADS_BIND": "0"}},
+                      {"name": "b", "source": str(tmp_path / "b"), "gpus": "1", "port": 8101}]}
+    g = build(config.load(raw, "dev", str(ROOT), port_in_use=lambda a, p: False, memory_bytes=lambda: 24 * 2**30))
+    a, b = g.one(CONTAINER, "vllm-a-container"), g.one(CONTAINER, "vllm-b-container")
+    assert "VLLM_CPU_OMP_THREADS_BIND=0" in a.plain("envs") and "X=1" in a.plain("envs")
+    assert "VLLM_CPU_OMP_THREADS_BIND=auto" in b.plain("envs")
+    assert a.plain("gpus") == "all" and b.plain("gpus") == '"device=1"'

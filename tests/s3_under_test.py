@@ -1,0 +1,174 @@
+"""The S3 server the e2e and reliability layers run on, chosen by ``RUSTFS_VLLM_TEST_S3``:
+
+- ``rustfs``: real RustFS 1.0.1, the local build that scripts/build-rustfs-image packs as
+  ``rustfs-vllm/rustfs:1.0.1-local`` from the crates.io crate (``make test-rustfs`` runs this);
+- ``standin`` (the default): ``rclone serve s3``, an S3-compatible server that is NOT RustFS,
+  in the locally built image ``rustfs-vllm/rclone-s3-standin:1.75.2`` (stacks) or as a process
+  (the reliability suite's external server).
+
+Where a test checks the machine rather than the S3 API, it reads what the server keeps in its own
+storage: the stand-in keeps one file per object (``<bucket>/<key>``); RustFS keeps one folder per
+object (``<bucket>/<key>/xl.meta``, plus ``<data-dir>/part.N`` for objects it does not inline) and
+its own system folder ``.rustfs.sys``.
+"""
+from __future__ import annotations
+
+import os
+import secrets
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+from tests.helpers import free_port, start_rclone_s3
+
+KIND = os.environ.get("RUSTFS_VLLM_TEST_S3", "standin")
+if KIND not in ("rustfs", "standin"):
+    raise RuntimeError(f"RUSTFS_VLLM_TEST_S3={KIND!r}: use rustfs (real RustFS, local build) or standin")
+RUSTFS_IMAGE = "rustfs-vllm/rustfs:1.0.1-local"
+STANDIN_IMAGE = "rustfs-vllm/rclone-s3-standin:1.75.2"
+
+
+def stack_settings() -> dict[str, str]:
+    """The stack config keys that put the chosen server in a stack (``s3Server``, ``rustfsImage``)."""
+    if KIND == "rustfs":
+        return {"s3Server": "rustfs", "rustfsImage": RUSTFS_IMAGE}
+    return {"s3Server": "rclone-serve-s3", "rustfsImage": STANDIN_IMAGE}
+
+
+def expected_s3_server_output() -> str:
+    from components.s3_server import describe
+
+    s = stack_settings()
+    return describe(s["s3Server"], s["rustfsImage"])
+
+
+def stored_objects(base: Path) -> dict[str, tuple[int, int]]:
+    """{``bucket/key``: (bytes the server keeps for it, mtime_ns of its newest write)} read from
+    the server's storage folder ``base``, not through S3."""
+    found: dict[str, tuple[int, int]] = {}
+    if KIND == "rustfs":
+        for meta in base.rglob("xl.meta"):
+            key = meta.parent.relative_to(base)
+            if key.parts[0].startswith("."):
+                continue                                 # .rustfs.sys: the server's own state
+            size = sum(p.stat().st_size for p in meta.parent.rglob("*") if p.is_file())
+            found[str(key)] = (size, meta.stat().st_mtime_ns)
+        return found
+    for p in base.rglob("*"):
+        if p.is_file() and not p.name.startswith("."):  # .rclone_temp_*: unfinished uploads
+            found[str(p.relative_to(base))] = (p.stat().st_size, p.stat().st_mtime_ns)
+    return found
+
+
+def volume_objects(volume: str) -> dict[str, tuple[int, int]]:
+    """``stored_objects`` of a Docker volume mounted at the server's ``/data``."""
+    import docker
+
+    return stored_objects(Path(docker.from_env().volumes.get(volume).attrs["Mountpoint"]))
+
+
+def _wait_http(url: str, timeout: float, any_status: bool) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            urllib.request.urlopen(url, timeout=1)
+            return
+        except urllib.error.HTTPError:
+            if any_status:
+                return
+        except OSError:
+            pass
+        time.sleep(0.1)
+    raise RuntimeError(f"{url} did not answer within {timeout} s")
+
+
+class ExternalServer:
+    """A server outside any stack (``s3Server: external``) that a test can kill and start again;
+    the chosen kind, on a loopback port, with the given credentials. ``keys=False`` starts it the
+    way a server that never received its keys runs: on RustFS's default ``rustfsadmin`` pair (RustFS:
+    no key given at all; the stand-in: given only that pair)."""
+
+    def __init__(self, tmp: Path, access: str, secret: str, keys: bool = True) -> None:
+        if not keys:
+            access = secret = "rustfsadmin"
+        self.access, self.secret = access, secret
+        self.port = free_port()
+        self.endpoint = f"http://127.0.0.1:{self.port}"
+        self.tmp = tmp
+        self.proc: subprocess.Popen | None = None
+        self.name = f"rvllm-test-rustfs-{secrets.token_hex(3)}"
+        if KIND == "rustfs":
+            folder = tmp / f"{self.name}-keys"        # bind-mounted read-only; readable by uid 10001
+            folder.mkdir(mode=0o755)
+            for name, value in (("access", access), ("secret", secret)):
+                (folder / name).write_text(value)
+                (folder / name).chmod(0o444)
+            folder.chmod(0o755)
+            given = ["-v", f"{folder}:/run/keys:ro", "-e", "RUSTFS_ACCESS_KEY_FILE=/run/keys/access",
+                     "-e", "RUSTFS_SECRET_KEY_FILE=/run/keys/secret"] if keys else []
+            subprocess.run(["docker", "run", "-d", "--name", self.name, "-p", f"127.0.0.1:{self.port}:9000",
+                            "-v", f"{self.name}-data:/data", *given, RUSTFS_IMAGE],
+                           check=True, capture_output=True)
+            _wait_http(f"{self.endpoint}/health/ready", 60, any_status=False)
+        else:
+            self.root = tmp / "s3data"
+            self.root.mkdir()
+            self.proc = start_rclone_s3(self.root, self.port, access, secret)
+
+    def describe(self) -> str:
+        return f"RustFS 1.0.1 (local build, {RUSTFS_IMAGE})" if KIND == "rustfs" else \
+            "rclone serve s3 (S3-compatible stand-in, NOT RustFS)"
+
+    def alive(self) -> bool:
+        if KIND == "rustfs":
+            out = subprocess.run(["docker", "inspect", "-f", "{{.State.Running}}", self.name],
+                                 capture_output=True, text=True)
+            return out.stdout.strip() == "true"
+        return self.proc is not None and self.proc.poll() is None
+
+    def kill(self) -> None:
+        if KIND == "rustfs":
+            subprocess.run(["docker", "kill", self.name], check=True, capture_output=True)
+        elif self.proc is not None:
+            self.proc.kill()
+            self.proc.wait()
+
+    def restart(self) -> None:
+        if KIND == "rustfs":
+            subprocess.run(["docker", "start", self.name], check=True, capture_output=True)
+            _wait_http(f"{self.endpoint}/health/ready", 60, any_status=False)
+        else:
+            self.proc = start_rclone_s3(self.root, self.port, self.access, self.secret)
+
+    def remove(self) -> None:
+        if KIND == "rustfs":
+            subprocess.run(["docker", "rm", "-f", "-v", self.name], capture_output=True)
+            subprocess.run(["docker", "volume", "rm", "-f", f"{self.name}-data"], capture_output=True)
+        elif self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            self.proc.wait(timeout=10)
+
+    def client(self):
+        from components.providers import s3
+
+        return s3.client(self.endpoint, self.access, self.secret)
+
+    def objects(self, bucket: str) -> dict[str, tuple[int, str]]:
+        """{key: (size, ETag)} as the server lists them (finished uploads only)."""
+        c, out, token = self.client(), {}, None
+        if not self.bucket_exists(bucket):
+            return {}
+        while True:
+            page = c.list_objects_v2(Bucket=bucket, **({"ContinuationToken": token} if token else {}))
+            out.update({o["Key"]: (o["Size"], o["ETag"]) for o in page.get("Contents", [])})
+            if not page.get("IsTruncated"):
+                return out
+            token = page["NextContinuationToken"]
+
+    def bucket_exists(self, bucket: str) -> bool:
+        return any(b["Name"] == bucket for b in self.client().list_buckets().get("Buckets", []))
+
+    def read(self, bucket: str, key: str) -> bytes:
+        return self.client().get_object(Bucket=bucket, Key=key)["Body"].read()
