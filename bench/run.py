@@ -1,13 +1,16 @@
 """make bench: upload, preview, model load and `up`, each against a baseline measured in the same
-run, on the same S3 server (`rclone serve s3` on loopback: an S3-compatible stand-in, not RustFS)
-and the same data. Every cold or warm read is measured after `echo 3 > /proc/sys/vm/drop_caches`.
+run, on the same S3 server and the same data. Every cold or warm read is measured after
+`echo 3 > /proc/sys/vm/drop_caches`.
 
-usage: python -m bench.run [--full] [--skip-vllm] [--stack-only] [--before REF]
+usage: python -m bench.run [--server rustfs|standin] [--full] [--skip-vllm] [--stack-only] [--before REF]
+--server rustfs (default): real RustFS 1.0.1, the local build rustfs-vllm/rustfs:1.0.1-local, on
+loopback (a container; the stack part runs s3Server: rustfs). --server standin: `rclone serve s3`
+on loopback, an S3-compatible stand-in that is NOT RustFS. Results go to bench/results-<server>.json.
 --before REF also runs the stack part (up, no-op up, no-op preview) with the program as it was at
 git revision REF (a worktree under bench/work), right before the current one in the same run, and
 reports current/REF ratios (e.g. REF=c383d2f: the last revision on this project's own container and
 command providers, to measure the move to pulumi-docker and pulumi-command).
-Writes bench/results.json and prints a table.
+Writes bench/results-<server>.json and prints a table.
 """
 from __future__ import annotations
 
@@ -34,7 +37,7 @@ sys.path.insert(0, str(ROOT))
 from components import manifest as manifest_mod  # noqa: E402
 from components.config import DEFAULT_MOUNT_FLAGS  # noqa: E402
 from components.providers import s3  # noqa: E402
-from tests.helpers import start_rclone_s3  # noqa: E402
+from tests.s3_under_test import ExternalServer, stack_settings, stored_objects  # noqa: E402
 from components.providers.model_upload import DEFAULT_FILE_WORKERS, DEFAULT_PART_WORKERS, sync  # noqa: E402
 
 WORK = ROOT / "bench" / "work"
@@ -42,6 +45,8 @@ MODEL = ROOT / "models" / "SmolLM2-135M-Instruct"
 ACCESS, SECRET = "bench-access-000001", "bench-secret-000001"
 VLLM_IMAGE = "rustfs-vllm/vllm-openai-cpu:0.30.0"
 MIB = 2**20
+SERVERS = {"rustfs": "RustFS 1.0.1 on loopback (local build from crates.io, rustfs-vllm/rustfs:1.0.1-local)",
+           "standin": "rclone serve s3 on loopback (S3 stand-in, not RustFS)"}
 DEFAULT_WORKERS = (DEFAULT_FILE_WORKERS, DEFAULT_PART_WORKERS)  # what the program uses
 # rclone mount flag sets compared by the load benchmark; "plain" is the guide's mount.
 CURRENT_DEFAULT = "cache-full"  # what the program mounts with when mountFlags is not set
@@ -71,13 +76,12 @@ def timed(fn, *args, **kwargs) -> tuple[float, object]:
 
 # ------------------------------------------------------------------------------------- fixtures
 class Server:
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, kind: str) -> None:
         self.root = root
         shutil.rmtree(root, ignore_errors=True)
         root.mkdir(parents=True)
-        self.port = _free_port()
-        self.proc = start_rclone_s3(root, self.port, ACCESS, SECRET)
-        self.endpoint = f"http://127.0.0.1:{self.port}"
+        self.server = ExternalServer(root, ACCESS, SECRET, kind=kind)
+        self.endpoint = self.server.endpoint
         self.client = s3.client(self.endpoint, ACCESS, SECRET, max_pool=64)
 
     def fresh_bucket(self, name: str) -> str:
@@ -92,8 +96,7 @@ class Server:
                 "RCLONE_CONFIG_BENCH_SECRET_ACCESS_KEY": SECRET}
 
     def stop(self) -> None:
-        self.proc.terminate()
-        self.proc.wait()
+        self.server.remove()
 
 
 def synthetic_set(folder: Path, total: int, files: int) -> Path:
@@ -359,7 +362,7 @@ def bench_vllm(server: Server, ours: str, results: dict) -> None:
 
 
 # ------------------------------------------------------------------------------- stack: up, preview
-def bench_stack(full: bool, results: dict, program: Path = ROOT, label: str = "stack") -> None:
+def bench_stack(full: bool, results: dict, program: Path = ROOT, label: str = "stack", kind: str = "rustfs") -> None:
     """up (empty -> first completion), no-op up and no-op preview of a fresh stack of the program
     in the folder ``program`` (this checkout, or a worktree of an earlier revision)."""
     from tests.pulumi_cli import Stack  # the same thin CLI wrapper the tests use
@@ -383,8 +386,7 @@ def bench_stack(full: bool, results: dict, program: Path = ROOT, label: str = "s
     try:
         name = stack.name
         stack.write_config({
-            "environment": "test", "namePrefix": name, "s3Server": "rclone-serve-s3",
-            "rustfsImage": "rustfs-vllm/rclone-s3-standin:1.75.2", "rustfsPort": _free_port(),
+            "environment": "test", "namePrefix": name, **stack_settings(kind), "rustfsPort": _free_port(),
             "bindAddress": "127.0.0.1", "mountPath": f"/mnt/{name}", "mountCacheDir": str(tmp / "cache"),
             "vllmImage": VLLM_IMAGE, "vllmReadyTimeout": 900,
             "mountFlags": results.get("load", {}).get("ours_flags", []),
@@ -395,10 +397,10 @@ def bench_stack(full: bool, results: dict, program: Path = ROOT, label: str = "s
         drop_caches()
         breakdown = _breakdown(stack.run("up", "--yes", "--skip-preview", label="up").stdout)
         volume = Path(docker.from_env().volumes.get(f"{name}-data").attrs["Mountpoint"])
-        before = {p: p.stat().st_mtime_ns for p in volume.rglob("*") if p.is_file()}
+        before = stored_objects(volume, kind)       # the objects the server keeps, not its own state
         stack.run("up", "--yes", label="noop_up")
-        after = {p: p.stat().st_mtime_ns for p in volume.rglob("*") if p.is_file()}
-        rewritten = sum(p.stat().st_size for p in after if after[p] != before.get(p))
+        after = stored_objects(volume, kind)
+        rewritten = sum(after[k][0] for k in after if after[k] != before.get(k))
         stack.run("preview", "--expect-no-changes", label="noop_preview")
         t_manifest, _ = timed(manifest_mod.build, str(model),
                               str(program / ".state" / "hash-cache" / _cache_name(model)))
@@ -417,7 +419,7 @@ def bench_stack(full: bool, results: dict, program: Path = ROOT, label: str = "s
             pass
 
 
-def bench_before(full: bool, ref: str, results: dict) -> None:
+def bench_before(full: bool, ref: str, results: dict, kind: str) -> None:
     """The stack part with the program at ``ref``: a git worktree of it, same venv, same images."""
     tree = WORK / f"before-{ref}"
     subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(tree)], capture_output=True)
@@ -426,7 +428,7 @@ def bench_before(full: bool, ref: str, results: dict) -> None:
                    capture_output=True)
     try:
         part: dict = {"upload": {}, "load": results.get("load", {})}
-        bench_stack(full, part, program=tree, label=f"stack-before-{ref}")
+        bench_stack(full, part, program=tree, label=f"stack-before-{ref}", kind=kind)
         results["before"] = {"ref": ref, "up": part["up"], "preview": part["preview"]}
     finally:
         subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(tree)], capture_output=True)
@@ -450,20 +452,22 @@ def _breakdown(output: str) -> dict[str, float]:
 # ----------------------------------------------------------------------------------------- main
 def main() -> None:
     ap = argparse.ArgumentParser()
+    ap.add_argument("--server", choices=("rustfs", "standin"), default="rustfs",
+                    help="rustfs: real RustFS (local build); standin: rclone serve s3 (not RustFS)")
     ap.add_argument("--full", action="store_true", help="4 GiB synthetic set and a 5 GiB model for preview")
     ap.add_argument("--skip-vllm", action="store_true", help="leave out the vLLM load comparison")
     ap.add_argument("--stack-only", action="store_true", help="only the stack part (up, no-op up, no-op preview)")
     ap.add_argument("--before", metavar="REF", help="also run the stack part with the program at git revision REF "
                                                     "and report current/REF ratios")
     ap.add_argument("--preview-5g", action="store_true",
-                    help="only the stack part with a 5 GiB model, added to the existing results.json as "
+                    help="only the stack part with a 5 GiB model, added to the existing results-<server>.json as "
                          "preview.noop_5g_s (does preview time grow with model size?)")
     args = ap.parse_args()
     if args.preview_5g:
-        out = ROOT / "bench" / "results.json"
+        out = ROOT / "bench" / f"results-{args.server}.json"
         results = json.loads(out.read_text())
         part: dict = {"upload": {}, "load": results.get("load", {})}
-        bench_stack(True, part)
+        bench_stack(True, part, kind=args.server)
         results["preview"]["noop_5g_s"] = part["preview"]["noop_s"]
         results["preview"]["ratio_5g_vs_quick"] = round(part["preview"]["noop_s"] / results["preview"]["noop_s"], 2)
         results["up_5g"] = part["up"]
@@ -472,12 +476,12 @@ def main() -> None:
         return
     WORK.mkdir(parents=True, exist_ok=True)
     results: dict = {"mode": "full" if args.full else "quick", "started": time.strftime("%Y-%m-%dT%H:%M:%S"),
-                     "server": "rclone serve s3 on loopback (S3 stand-in, not RustFS)"}
+                     "server": SERVERS[args.server]}
     total = (4 if args.full else 1) * 2**30
     results.setdefault("upload", {})
     if not args.stack_only:
         synthetic = synthetic_set(WORK / "synthetic", total, 4)
-        server = Server(WORK / "s3data")
+        server = Server(WORK / "s3data", args.server)
         try:
             bench_upload(server, {"synthetic": synthetic, "real-model": MODEL}, results)
             ours = bench_load(server, synthetic, results)
@@ -487,8 +491,8 @@ def main() -> None:
             server.stop()
             shutil.rmtree(WORK / "s3data", ignore_errors=True)
     if args.before:
-        bench_before(args.full, args.before, results)
-    bench_stack(args.full, results)
+        bench_before(args.full, args.before, results, args.server)
+    bench_stack(args.full, results, kind=args.server)
     if args.before:
         b = results["before"]
         results["vs_before"] = {
@@ -496,7 +500,7 @@ def main() -> None:
             "up.total_s": round(results["up"]["total_s"] / b["up"]["total_s"], 2),
             "up.noop_s": round(results["up"]["noop_s"] / b["up"]["noop_s"], 2),
             "preview.noop_s": round(results["preview"]["noop_s"] / b["preview"]["noop_s"], 2)}
-    out = ROOT / "bench" / "results.json"
+    out = ROOT / "bench" / f"results-{args.server}.json"
     out.write_text(json.dumps(results, indent=2))
     table(results)
     print(f"\nwritten: {out}")

@@ -30,9 +30,9 @@ RUSTFS_IMAGE = "rustfs-vllm/rustfs:1.0.1-local"
 STANDIN_IMAGE = "rustfs-vllm/rclone-s3-standin:1.75.2"
 
 
-def stack_settings() -> dict[str, str]:
+def stack_settings(kind: str = KIND) -> dict[str, str]:
     """The stack config keys that put the chosen server in a stack (``s3Server``, ``rustfsImage``)."""
-    if KIND == "rustfs":
+    if kind == "rustfs":
         return {"s3Server": "rustfs", "rustfsImage": RUSTFS_IMAGE}
     return {"s3Server": "rclone-serve-s3", "rustfsImage": STANDIN_IMAGE}
 
@@ -44,11 +44,11 @@ def expected_s3_server_output() -> str:
     return describe(s["s3Server"], s["rustfsImage"])
 
 
-def stored_objects(base: Path) -> dict[str, tuple[int, int]]:
+def stored_objects(base: Path, kind: str = KIND) -> dict[str, tuple[int, int]]:
     """{``bucket/key``: (bytes the server keeps for it, mtime_ns of its newest write)} read from
     the server's storage folder ``base``, not through S3."""
     found: dict[str, tuple[int, int]] = {}
-    if KIND == "rustfs":
+    if kind == "rustfs":
         for meta in base.rglob("xl.meta"):
             key = meta.parent.relative_to(base)
             if key.parts[0].startswith("."):
@@ -62,11 +62,11 @@ def stored_objects(base: Path) -> dict[str, tuple[int, int]]:
     return found
 
 
-def volume_objects(volume: str) -> dict[str, tuple[int, int]]:
+def volume_objects(volume: str, kind: str = KIND) -> dict[str, tuple[int, int]]:
     """``stored_objects`` of a Docker volume mounted at the server's ``/data``."""
     import docker
 
-    return stored_objects(Path(docker.from_env().volumes.get(volume).attrs["Mountpoint"]))
+    return stored_objects(Path(docker.from_env().volumes.get(volume).attrs["Mountpoint"]), kind)
 
 
 def _wait_http(url: str, timeout: float, any_status: bool) -> None:
@@ -90,7 +90,8 @@ class ExternalServer:
     way a server that never received its keys runs: on RustFS's default ``rustfsadmin`` pair (RustFS:
     no key given at all; the stand-in: given only that pair)."""
 
-    def __init__(self, tmp: Path, access: str, secret: str, keys: bool = True) -> None:
+    def __init__(self, tmp: Path, access: str, secret: str, keys: bool = True, kind: str = KIND) -> None:
+        self.kind = kind
         if not keys:
             access = secret = "rustfsadmin"
         self.access, self.secret = access, secret
@@ -99,7 +100,7 @@ class ExternalServer:
         self.tmp = tmp
         self.proc: subprocess.Popen | None = None
         self.name = f"rvllm-test-rustfs-{secrets.token_hex(3)}"
-        if KIND == "rustfs":
+        if self.kind == "rustfs":
             folder = tmp / f"{self.name}-keys"        # bind-mounted read-only; readable by uid 10001
             folder.mkdir(mode=0o755)
             for name, value in (("access", access), ("secret", secret)):
@@ -118,32 +119,32 @@ class ExternalServer:
             self.proc = start_rclone_s3(self.root, self.port, access, secret)
 
     def describe(self) -> str:
-        return f"RustFS 1.0.1 (local build, {RUSTFS_IMAGE})" if KIND == "rustfs" else \
+        return f"RustFS 1.0.1 (local build, {RUSTFS_IMAGE})" if self.kind == "rustfs" else \
             "rclone serve s3 (S3-compatible stand-in, NOT RustFS)"
 
     def alive(self) -> bool:
-        if KIND == "rustfs":
+        if self.kind == "rustfs":
             out = subprocess.run(["docker", "inspect", "-f", "{{.State.Running}}", self.name],
                                  capture_output=True, text=True)
             return out.stdout.strip() == "true"
         return self.proc is not None and self.proc.poll() is None
 
     def kill(self) -> None:
-        if KIND == "rustfs":
+        if self.kind == "rustfs":
             subprocess.run(["docker", "kill", self.name], check=True, capture_output=True)
         elif self.proc is not None:
             self.proc.kill()
             self.proc.wait()
 
     def restart(self) -> None:
-        if KIND == "rustfs":
+        if self.kind == "rustfs":
             subprocess.run(["docker", "start", self.name], check=True, capture_output=True)
             _wait_http(f"{self.endpoint}/health/ready", 60, any_status=False)
         else:
             self.proc = start_rclone_s3(self.root, self.port, self.access, self.secret)
 
     def remove(self) -> None:
-        if KIND == "rustfs":
+        if self.kind == "rustfs":
             subprocess.run(["docker", "rm", "-f", "-v", self.name], capture_output=True)
             subprocess.run(["docker", "volume", "rm", "-f", f"{self.name}-data"], capture_output=True)
         elif self.proc is not None and self.proc.poll() is None:
