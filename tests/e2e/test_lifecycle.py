@@ -29,7 +29,7 @@ SERVED = "smollm2"
 PREFIX = "SmolLM2-135M-Instruct"
 BUCKET = "e2e-models"
 PROMPT = "RustFS is"
-RESULTS = ROOT / ".state" / "e2e-timings.json"
+RESULTS = ROOT / ".state" / f"e2e-timings-{s3_under_test.KIND}.json"
 
 pytestmark = pytest.mark.skipif(not MODEL.joinpath("model.safetensors").exists(),
                                 reason="scripts/build-smollm2-model has not run (scripts/test runs it)")

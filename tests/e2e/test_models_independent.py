@@ -8,7 +8,7 @@ one CPU host would; with vLLM's automatic binding both take core 0. Steps, in or
   -> rotate the S3 credentials -> remove B (no purge)
 
 Each step checks the machine (container ids, mounts, objects) and the plan (`preview --json`), and
-records A's failed requests and longest gap in .state/e2e-independence.json.
+records A's failed requests and longest gap in .state/e2e-independence-<server>.json.
 """
 from __future__ import annotations
 
@@ -27,15 +27,15 @@ import requests
 import yaml
 
 from components.providers import s3
+from tests import s3_under_test
 from tests.helpers import ROOT, free_port
 from tests.pulumi_cli import Stack
-from tests.s3_under_test import stack_settings
 
 MODEL = ROOT / "models" / "SmolLM2-135M-Instruct"
 VLLM_IMAGE = "rustfs-vllm/vllm-openai-cpu:0.30.0"
 BUCKET = "ind-models"
 CORES = {"a": "0", "b": "1"}           # VLLM_CPU_OMP_THREADS_BIND per model: a core each
-RESULTS = ROOT / ".state" / "e2e-independence.json"
+RESULTS = ROOT / ".state" / f"e2e-independence-{s3_under_test.KIND}.json"
 _results: dict[str, dict] = {}
 
 pytestmark = pytest.mark.skipif(not MODEL.joinpath("model.safetensors").exists(),
@@ -109,7 +109,7 @@ def world(tmp_path_factory):
     w["mount"] = f"/mnt/{w['prefix']}"
     w["base_a"], w["base_b"] = f"http://127.0.0.1:{w['port_a']}/v1", f"http://127.0.0.1:{w['port_b']}/v1"
     stack.write_config({
-        "environment": "test", "namePrefix": w["prefix"], **stack_settings(),
+        "environment": "test", "namePrefix": w["prefix"], **s3_under_test.stack_settings(),
         "rustfsPort": w["s3_port"], "bindAddress": "127.0.0.1", "bucket": BUCKET, "mountPath": w["mount"],
         "mountCacheDir": str(tmp / "cache"), "vllmImage": VLLM_IMAGE, "vllmReadyTimeout": 600,
         "models": [model_entry(w, "a")]})

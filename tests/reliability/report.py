@@ -1,6 +1,9 @@
 """Writes docs/RELIABILITY.md from the results the reliability tests leave in .state/.
 
-usage: python -m tests.reliability.report   (after `pytest tests/reliability`)
+usage: python -m tests.reliability.report   (after `make test-rustfs`, or `pytest tests/reliability`)
+
+The tables come from the run on real RustFS (RUSTFS_VLLM_TEST_S3=rustfs) when its results exist,
+else from the run on the rclone serve s3 stand-in.
 """
 from __future__ import annotations
 
@@ -11,9 +14,9 @@ from tests.helpers import ROOT
 
 INTRO = """# Reliability and security
 
-Every row below was tried for real by `tests/reliability/` (run by `scripts/test`): the real Pulumi
-engine, the real Docker engine, rclone over real FUSE, a real S3 server process (`rclone serve s3`,
-an S3-compatible stand-in, **not RustFS**) and a real vLLM serving SmolLM2-135M-Instruct. The
+Every row below was tried for real by `tests/reliability/` (run by `scripts/test` and `make test-rustfs`): the real Pulumi
+engine, the real Docker engine, rclone over real FUSE, a real S3 server ({server}) and a real vLLM
+serving SmolLM2-135M-Instruct. The
 containers and commands go through the docker and command provider plugins this machine has (CI:
 this project's offline stand-ins; the same suite also passed with the real pulumi-docker 5.1.0 and
 pulumi-command 1.2.1 plugins, built from their sources, in the session that moved to them). After each
@@ -41,11 +44,25 @@ FAULTS = """
 """
 
 
+SERVERS = {
+    "rustfs": "**real RustFS 1.0.1**, the local build `rustfs-vllm/rustfs:1.0.1-local` made from the crates.io "
+              "crate by `scripts/build-rustfs-image`; this run: `make test-rustfs`",
+    "standin": "`rclone serve s3`, an S3-compatible stand-in, **not RustFS**; this run: `scripts/test`",
+}
+
+
 def main() -> None:
     state = ROOT / ".state"
-    bad = json.loads((state / "reliability-bad-inputs.json").read_text())
-    faults = json.loads((state / "reliability-faults.json").read_text())
-    lines = [INTRO, f"{len(bad)} distinct bad inputs, each rejected before anything was created "
+    kind = "rustfs" if (state / "reliability-faults-rustfs.json").exists() else "standin"
+    bad = json.loads((state / f"reliability-bad-inputs-{kind}.json").read_text())
+    faults = json.loads((state / f"reliability-faults-{kind}.json").read_text())
+    other = "standin" if kind == "rustfs" else "rustfs"
+    also = ""
+    if (state / f"reliability-faults-{other}.json").exists():
+        also = (f"The same suite also ran on {SERVERS[other].split(';')[0]} "
+                f"({len(json.loads((state / f'reliability-bad-inputs-{other}.json').read_text()))} bad inputs, "
+                f"{len(json.loads((state / f'reliability-faults-{other}.json').read_text()))} faults recorded).\n\n")
+    lines = [INTRO.format(server=SERVERS[kind]).replace("## Recovery", also + "## Recovery", 1), f"{len(bad)} distinct bad inputs, each rejected before anything was created "
                     "(or, where only the server can tell, at the first step that talks to it, with nothing left "
                     "behind).\n",
              "| # | bad input | fails at | result | message (excerpt) |", "| --- | --- | --- | --- | --- |"]

@@ -21,7 +21,7 @@ from tests.reliability.conftest import ACCESS, SECRET, leftovers
 from tests.s3_under_test import ExternalServer, stack_settings
 
 VLLM_IMAGE = "rustfs-vllm/vllm-openai-cpu:0.30.0"
-RESULTS = ROOT / ".state" / "reliability-bad-inputs.json"
+RESULTS = ROOT / ".state" / f"reliability-bad-inputs-{s3_under_test.KIND}.json"
 _results: list[dict] = []
 
 

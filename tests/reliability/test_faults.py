@@ -25,6 +25,7 @@ import docker
 import pytest
 from openai import OpenAI
 
+from tests import s3_under_test
 from tests.helpers import ROOT, free_port
 from tests.integration.conftest import ACCESS, SECRET
 from tests.s3_under_test import ExternalServer
@@ -36,7 +37,7 @@ BUCKET = "flt-models"
 SERVED = "smollm2"
 PAD_FILES = 4
 PAD_BYTES = 96 * 2**20
-RESULTS = ROOT / ".state" / "reliability-faults.json"
+RESULTS = ROOT / ".state" / f"reliability-faults-{s3_under_test.KIND}.json"
 _results: list[dict] = []
 
 pytestmark = pytest.mark.skipif(not MODEL.joinpath("model.safetensors").exists(),
