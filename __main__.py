@@ -14,7 +14,8 @@ raw, problems = settings.read_raw()
 try:
     cfg = config.load(raw, settings.stack_name(), os.path.dirname(os.path.abspath(__file__)),
                       port_in_use=machine.port_checker(settings.stack_name()), memory_bytes=machine.memory_bytes,
-                      image_present=machine.image_present, fuse_available=machine.fuse_available)
+                      image_present=machine.image_present, fuse_available=machine.fuse_available,
+                      volume_format=machine.volume_format)
     if problems:
         raise config.ConfigError(problems)
 except config.ConfigError as exc:

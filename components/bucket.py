@@ -20,6 +20,7 @@ class BucketArgs:
     access_key: pulumi.Input[str]
     secret_key: pulumi.Input[str]
     purge: bool = False
+    store: str = ""                  # where the objects live (server kind and volume, or endpoint)
 
 
 class Bucket(pulumi.ComponentResource):
@@ -29,7 +30,7 @@ class Bucket(pulumi.ComponentResource):
     def __init__(self, name: str, args: BucketArgs, opts: Optional[pulumi.ResourceOptions] = None) -> None:
         super().__init__("rustfs-vllm:storage:Bucket", name, None, opts)
         self.resource = BucketResource(f"{name}-bucket", {
-            "endpoint": args.endpoint, "bucket": args.bucket, "purge": args.purge,
+            "endpoint": args.endpoint, "bucket": args.bucket, "purge": args.purge, "store": args.store,
             "access_key": pulumi.Output.secret(args.access_key), "secret_key": pulumi.Output.secret(args.secret_key),
         }, pulumi.ResourceOptions(parent=self, depends_on=opts.depends_on if opts else None))
         self.name = self.resource.id

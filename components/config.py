@@ -149,11 +149,12 @@ def load(raw: Mapping[str, Any], stack: str, project_dir: str,
          port_in_use: Callable[[str, int], bool] | None = None,
          memory_bytes: Callable[[], int] | None = None,
          image_present: Callable[[str], Optional[bool]] | None = None,
-         fuse_available: Callable[[], bool] | None = None) -> StackConfig:
+         fuse_available: Callable[[], bool] | None = None,
+         volume_format: Callable[[str], Optional[str]] | None = None) -> StackConfig:
     """Validate ``raw`` (config key without namespace -> value) into a StackConfig or raise ConfigError.
 
-    ``port_in_use``, ``memory_bytes``, ``image_present`` and ``fuse_available`` look at the
-    machine (components.machine); left out, those checks are skipped.
+    ``port_in_use``, ``memory_bytes``, ``image_present``, ``fuse_available`` and ``volume_format``
+    look at the machine (components.machine); left out, those checks are skipped.
     """
     import os
 
@@ -254,8 +255,20 @@ def load(raw: Mapping[str, Any], stack: str, project_dir: str,
         images = [("vllmImage", vllm_image)] + ([("rustfsImage", rustfs_image)] if s3_server != "external" else [])
         for key, image in images:
             if image_present(image) is False:
+                script = "scripts/build-rustfs-image" if image.startswith("rustfs-vllm/rustfs:") else "scripts/build-images"
                 r.bad(key, image, "an image present on this Docker host: it is built locally (no registry "
-                                  "serves it, so `up` cannot pull it); run scripts/build-images")
+                                  f"serves it, so `up` cannot pull it); run {script}")
+    if volume_format is not None and s3_server != "external":
+        found = volume_format(rustfs_volume)
+        if s3_server == "rustfs" and found == "files":
+            r.bad("rustfsVolume", rustfs_volume,
+                  "a volume RustFS can use: this one holds objects another S3 server (rclone serve s3) kept as "
+                  "plain files, which RustFS cannot read or overwrite; set a new rustfsVolume (the old volume "
+                  "and its data are kept)")
+        elif s3_server == "rclone-serve-s3" and found == "rustfs":
+            r.bad("rustfsVolume", rustfs_volume,
+                  "a volume the rclone serve s3 stand-in can use: this one holds RustFS's own data format; "
+                  "set a new rustfsVolume (the old volume and its data are kept)")
     if s3_server != "external" and port_in_use is not None and port_in_use(bind_address, rustfs_port):
         r.bad("rustfsPort", rustfs_port, "a free port: another process already listens on it")
 

@@ -78,6 +78,22 @@ def image_present(image: str) -> Optional[bool]:
     return False if b"No such image" in proc.stderr or b"not found" in proc.stderr.lower() else None
 
 
+def volume_format(name: str) -> Optional[str]:
+    """What the Docker volume ``name`` holds: ``"rustfs"`` (RustFS's on-disk format, with its
+    ``.rustfs.sys`` folder), ``"files"`` (objects as plain files, the way ``rclone serve s3`` keeps
+    them), ``"empty"``; None when it does not exist or its folder cannot be read from here."""
+    out = _docker("volume", "inspect", "-f", "{{.Mountpoint}}", name)
+    if not out:
+        return None
+    try:
+        entries = os.listdir(out.strip())
+    except OSError:
+        return None
+    if ".rustfs.sys" in entries:
+        return "rustfs"
+    return "files" if entries else "empty"
+
+
 def _rclone_serving(path: str) -> bool:
     """An rclone process whose argv mounts at ``path`` is running."""
     target = os.path.realpath(path)

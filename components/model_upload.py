@@ -28,6 +28,7 @@ class ModelUploadArgs:
     secret_key: pulumi.Input[str]
     cache_dir: str
     purge: bool = False
+    store: str = ""                  # where the objects live (server kind and volume, or endpoint)
     file_workers: int = DEFAULT_FILE_WORKERS
     part_workers: int = DEFAULT_PART_WORKERS
 
@@ -46,7 +47,7 @@ class ModelUpload(pulumi.ComponentResource):
             "".join(f"{k}:{v['sha256']}\n" for k, v in sorted(manifest.items())).encode()).hexdigest()[:16]
         self.resource = ModelUploadResource(f"{name}-objects", {
             "endpoint": args.endpoint, "bucket": args.bucket, "prefix": args.prefix, "source": args.source,
-            "manifest": manifest, "purge": args.purge,
+            "manifest": manifest, "purge": args.purge, "store": args.store,
             "file_workers": args.file_workers, "part_workers": args.part_workers,
             "access_key": pulumi.Output.secret(args.access_key), "secret_key": pulumi.Output.secret(args.secret_key),
         }, pulumi.ResourceOptions(parent=self, depends_on=opts.depends_on if opts else None))

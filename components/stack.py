@@ -46,17 +46,19 @@ class ServingStack(pulumi.ComponentResource):
             console_enable=cfg.rustfs_console_enable, volume=cfg.rustfs_volume, bind_address=cfg.bind_address,
             access_key=access_key, secret_key=secret_key, defaults_allowed=cfg.uses_default_credentials), child)
         endpoint = cfg.rustfs_endpoint
+        # Where the objects live: a new volume or server kind behind the same endpoint is another store.
+        store = f"external {endpoint}" if cfg.s3_server == "external" else f"{cfg.s3_server} volume {cfg.rustfs_volume}"
         after_server = pulumi.ResourceOptions(parent=self, depends_on=self.server.ready)
         self.bucket = Bucket("bucket", BucketArgs(
             endpoint=endpoint, bucket=cfg.bucket, access_key=access_key, secret_key=secret_key,
-            purge=cfg.purge_on_destroy), after_server)
+            purge=cfg.purge_on_destroy, store=store), after_server)
 
         self.uploads: dict[str, ModelUpload] = {}
         for m in cfg.models:
             self.uploads[m.name] = ModelUpload(f"model-{m.prefix}", ModelUploadArgs(
                 endpoint=endpoint, bucket=self.bucket.name, prefix=m.prefix, source=m.source,
                 access_key=access_key, secret_key=secret_key, cache_dir=os.path.join(cfg.state_dir, "hash-cache"),
-                purge=cfg.purge_on_destroy), after_server)
+                purge=cfg.purge_on_destroy, store=store), after_server)
 
         os.makedirs(os.path.join(cfg.state_dir, "logs"), exist_ok=True)
         # The root is made only once the storage answers with our keys: a failed up leaves no mount.

@@ -3,6 +3,11 @@
 A bucket this stack adopted is never deleted. A bucket it created is deleted on destroy only when
 it is empty (model prefixes are purged first when purge was configured); otherwise it is kept and
 destroy still succeeds, so destroy never loses data it was not told to delete.
+
+``store`` names where the objects live (the server kind and its volume, or the external
+endpoint). When it changes, e.g. a new ``rustfsVolume`` or ``s3Server``, the server answering on the
+same endpoint is a different one: the update makes sure the bucket exists there (created or
+adopted anew), instead of trusting the state about a server that is gone.
 """
 from __future__ import annotations
 
@@ -24,6 +29,11 @@ class BucketProvider(ResourceProvider):
         return CheckResult(news, failures)
 
     def create(self, props: dict[str, Any]) -> CreateResult:
+        return CreateResult(props["bucket"], {**props, "adopted": self._ensure(props)})
+
+    @staticmethod
+    def _ensure(props: dict[str, Any]) -> bool:
+        """Creates the bucket when it is missing; True when it existed (adopted)."""
         c = s3.client(props["endpoint"], props["access_key"], props["secret_key"])
         bucket = props["bucket"]
         adopted = True
@@ -38,14 +48,16 @@ class BucketProvider(ResourceProvider):
             except Exception as exc2:  # noqa: BLE001
                 if s3.error_code(exc2) not in ("BucketAlreadyOwnedByYou",):
                     raise RuntimeError(s3.explain(exc2, props["endpoint"], f"create bucket {bucket}")) from None
-        return CreateResult(bucket, {**props, "adopted": adopted})
+        return adopted
 
     def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
         replaces = [k for k in REPLACE_ON if olds.get(k) != news.get(k)]
-        changed = replaces or any(olds.get(k) != news.get(k) for k in ("access_key", "secret_key", "purge"))
+        changed = replaces or any(olds.get(k) != news.get(k) for k in ("access_key", "secret_key", "purge", "store"))
         return DiffResult(changes=bool(changed), replaces=replaces, delete_before_replace=False)
 
     def update(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
+        if olds.get("store") != news.get("store"):     # another server behind the endpoint
+            return UpdateResult({**news, "adopted": self._ensure(news)})
         return UpdateResult({**news, "adopted": olds.get("adopted", True)})
 
     def read(self, id_: str, props: dict[str, Any]) -> ReadResult:

@@ -24,7 +24,7 @@ REPLACE_ON = ("endpoint", "bucket", "prefix")
 # Files in flight and parts in flight per file: chosen by `make bench` (docs/PERFORMANCE.md).
 DEFAULT_FILE_WORKERS = 4
 DEFAULT_PART_WORKERS = 1
-UPDATE_ON = ("manifest", "source", "access_key", "secret_key", "purge", "file_workers", "part_workers")
+UPDATE_ON = ("manifest", "source", "access_key", "secret_key", "purge", "file_workers", "part_workers", "store")
 
 
 PROGRESS_EVERY = 5.0  # seconds between progress lines of a running upload
@@ -252,7 +252,10 @@ class ModelUploadProvider(ResourceProvider):
         return DiffResult(changes=bool(changed), replaces=replaces, delete_before_replace=False)
 
     def update(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
-        stats = sync(news, olds.get("manifest"))
+        # another server behind the endpoint (``store`` changed): nothing of the old manifest is
+        # known to be there, so compare with a listing, as a create does
+        same_store = olds.get("store") == news.get("store")
+        stats = sync(news, olds.get("manifest") if same_store else None)
         return UpdateResult(self._outs(news, stats))
 
     def read(self, id_: str, props: dict[str, Any]) -> ReadResult:

@@ -60,3 +60,17 @@ def test_diff_replaces_on_name_and_updates_on_purge():
     assert d.changes and d.replaces == ["bucket"]
     d = p.diff("a-b-c", olds, {**olds, "purge": True})
     assert d.changes and d.replaces == []
+
+
+def test_another_store_behind_the_endpoint_gets_the_bucket_again(s3_server, tmp_path):
+    """A new rustfsVolume (or s3Server) behind the same endpoint: the state's bucket is on a server
+    that is gone. The update makes sure it exists on the one answering now."""
+    p = BucketProvider()
+    olds = p.create(s3_server.props(bucket="moved", purge=False, store="rustfs volume old")).outs
+    s3_server.client().delete_bucket(Bucket="moved")          # what the new, empty store looks like
+    news = s3_server.props(bucket="moved", purge=False, store="rustfs volume new")
+    d = p.diff("moved", olds, news)
+    assert d.changes and d.replaces == []                      # an update: same bucket, another store
+    outs = p.update("moved", olds, news).outs
+    assert (s3_server.root / "moved").is_dir() and outs["adopted"] is False
+    assert p.diff("moved", outs, dict(news)).changes is False

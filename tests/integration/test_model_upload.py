@@ -191,3 +191,19 @@ def test_a_running_upload_reports_progress(s3_server, tmp_path, capsys):
     assert len(lines) >= 2, lines                       # while running, and the final line
     assert lines[-1].startswith("upload big: 4/4 files, 40/40 MiB,") and lines[-1].endswith("(done)")
     assert "MB/s" in lines[0]
+
+
+def test_another_store_behind_the_endpoint_gets_every_object_again(s3_server, model, tmp_path):
+    """``store`` changed (a new volume behind the same endpoint): the old manifest says nothing about
+    the new server, so the update compares with a listing and sends everything missing there."""
+    s3_server.client().create_bucket(Bucket="models")
+    p = ModelUploadProvider()
+    olds = p.create(props(s3_server, model, tmp_path, store="rustfs volume old")).outs
+    for rel in olds["manifest"]:                               # the new store has none of it
+        s3_server.client().delete_object(Bucket="models", Key=f"m1/{rel}")
+    news = props(s3_server, model, tmp_path, store="rustfs volume new")
+    d = p.diff("s3://models/m1/", olds, news)
+    assert d.changes and d.replaces == []
+    outs = p.update("s3://models/m1/", olds, news).outs
+    assert outs["last_transfer"]["files"] == len(news["manifest"])
+    assert verify(s3_server.client(), "models", "m1", news["manifest"]) == []

@@ -121,6 +121,20 @@ def _default_credentials(cfg, stack):
     stack.no_credentials = True  # type: ignore[attr-defined]
 
 
+def _volume_of_the_stand_in(cfg, stack):
+    """A volume the rclone serve s3 stand-in wrote (objects as plain files), then s3Server: rustfs."""
+    import docker
+
+    name = f"{stack.name}-old-standin"
+    volume = docker.from_env().volumes.create(name)
+    stack.cleanup.append(lambda: volume.remove(force=True))  # type: ignore[attr-defined]
+    obj = Path(volume.attrs["Mountpoint"]) / "rel-models" / "m" / "config.json"
+    obj.parent.mkdir(parents=True)
+    obj.write_text("{}")
+    cfg.update(s3Server="rustfs", rustfsImage=s3_under_test.RUSTFS_IMAGE, rustfsVolume=name)
+    stack.expect_value = name  # type: ignore[attr-defined]
+
+
 def _plain_secret(cfg, stack):
     cfg["vllmApiKey"] = "plain-text-api-key-0001"
 
@@ -175,6 +189,8 @@ PREVIEW_CASES = [
      ["models[m].kvCacheSpaceGib", "4096", "at most this machine's memory"]),
     ("max_model_len above the model's", model_fields(maxModelLen=100000),
      ["models[m].maxModelLen", "100000", "at most the model's own context length, 2048"]),
+    ("s3Server rustfs on a volume the stand-in wrote", _volume_of_the_stand_in,
+     ["rustfs-vllm:rustfsVolume", "kept as plain files", "set a new rustfsVolume"]),
     ("default RustFS credentials outside dev", _default_credentials,
      ["rustfsAccessKey/rustfsSecretKey", "rustfsadmin", "only when rustfs-vllm:environment is dev"]),
     ("secret in plain text", _plain_secret, ["rustfs-vllm:vllmApiKey is set in plain text", "--secret"]),

@@ -11,9 +11,9 @@ from tests.helpers import make_model
 GIB = 2**30
 
 
-def load(raw, tmp_path, stack="dev", in_use=(), memory=24 * GIB):
+def load(raw, tmp_path, stack="dev", in_use=(), memory=24 * GIB, volume_format=None):
     return config.load(raw, stack, str(tmp_path), port_in_use=lambda a, p: p in in_use,
-                       memory_bytes=lambda: memory)
+                       memory_bytes=lambda: memory, volume_format=volume_format)
 
 
 @pytest.fixture
@@ -245,3 +245,24 @@ def test_fuse_unavailable_is_rejected(good, tmp_path):
 def test_s3_port_in_use_is_rejected(good, tmp_path):
     message = _bad(tmp_path, good, lambda r: None, in_use={9000})
     assert "rustfs-vllm:rustfsPort = 9000" in message and "already listens" in message
+
+
+@pytest.mark.parametrize("server,found,fragment", [
+    ("rustfs", "files", "holds objects another S3 server (rclone serve s3) kept as plain files"),
+    ("rclone-serve-s3", "rustfs", "holds RustFS's own data format"),
+])
+def test_volume_of_the_other_server_kind_is_rejected(good, tmp_path, server, found, fragment):
+    """Switching s3Server on an existing volume: the data formats differ, so preview refuses it
+    (naming the key and the volume) instead of letting the server fail on the first upload."""
+    def change(raw):
+        raw.update(s3Server=server, rustfsAccessKey="a-long-enough-access-key", rustfsSecretKey="a-long-enough-secret")
+    message = _bad(tmp_path, good, change, volume_format=lambda name: found)
+    assert "rustfs-vllm:rustfsVolume" in message and "rvllm-dev-data" in message and fragment in message
+
+
+@pytest.mark.parametrize("server,found", [("rustfs", "rustfs"), ("rustfs", "empty"), ("rustfs", None),
+                                          ("rclone-serve-s3", "files"), ("external", "files")])
+def test_volume_of_the_same_kind_or_none_is_accepted(good, tmp_path, server, found):
+    raw = {**good, "s3Server": server, "rustfsAccessKey": "a-long-enough-access-key",
+           "rustfsSecretKey": "a-long-enough-secret", "rustfsEndpoint": "http://127.0.0.1:9000"}
+    load(raw, tmp_path, volume_format=lambda name: found)

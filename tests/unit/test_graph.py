@@ -114,6 +114,8 @@ def test_server_value_never_flows_into_bucket_or_upload(dev):
     the endpoint as configured, not a value of the server."""
     for r in (dev.one("dynamic/rustfs-vllm:Bucket"), dev.one("dynamic/rustfs-vllm:ModelUpload")):
         assert r.plain("endpoint") == "http://127.0.0.1:9000"
+        # ... and where the objects live: another volume behind that endpoint is another store
+        assert r.plain("store") == "rustfs volume rvllm-dev-data"
 
 
 def test_dev_stack_reproduces_the_guide(dev):
