@@ -229,6 +229,7 @@ def test_missing_model_files_fail_the_mount_and_leave_nothing(commands, s3_serve
         commands.create(props(env))
     assert "not visible through the mount" in info.value.details()
     assert "config.json" in info.value.details()
+    assert "last lines of rclone's log" in info.value.details()   # rclone's own words, e.g. a TLS error
     assert layout.mounted_at(str(root / "absent")) is None
     assert not pids(f"rclone mount ITEST:models/absent {root / 'absent'} ")
 
@@ -260,3 +261,4 @@ def test_wrong_credentials_fail_the_mount(commands, s3_server, bucket, root, tmp
         commands.create(props(env))
     assert "wrong-secret" not in info.value.details()
     assert layout.mounted_at(str(root / "m1")) is None
+
