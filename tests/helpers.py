@@ -48,25 +48,40 @@ def read(path: str | os.PathLike) -> bytes:
         return fh.read()
 
 
-def start_rclone_s3(root: Path, port: int, access: str, secret: str) -> subprocess.Popen:
-    """`rclone serve s3` (the S3-compatible server from rclone, NOT RustFS) on 127.0.0.1:``port``,
-    keeping objects under ``root``; returns once it answers HTTP. Credentials via the environment."""
-    import shutil
+def wait_http(url: str, timeout: float, any_status: bool = True) -> bool:
+    """True once ``url`` answers (any HTTP status with ``any_status``, else only 2xx/3xx) within
+    ``timeout`` seconds, False when it never did."""
     import time
     import urllib.error
     import urllib.request
 
-    env = {"PATH": os.environ["PATH"], "HOME": str(root.parent), "RCLONE_AUTH_KEY": f'"{access},{secret}"'}
-    proc = subprocess.Popen([shutil.which("rclone"), "serve", "s3", str(root), "--addr", f"127.0.0.1:{port}",
-                             "--config", "/dev/null"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 20
+    deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         try:
-            urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=1)
-            return proc
+            urllib.request.urlopen(url, timeout=1)
+            return True
         except urllib.error.HTTPError:
-            return proc
+            if any_status:
+                return True
         except OSError:
-            time.sleep(0.05)
+            pass
+        time.sleep(0.05)
+    return False
+
+
+def start_rclone_s3(root: Path, port: int, access: str = "", secret: str = "",
+                    auth_keys: str | None = None) -> subprocess.Popen:
+    """`rclone serve s3` (the S3-compatible server from rclone, NOT RustFS) on 127.0.0.1:``port``,
+    keeping objects under ``root``; returns once it answers HTTP. Credentials via the environment:
+    the pair ``access``/``secret``, or ``auth_keys`` as RCLONE_AUTH_KEY takes it (a CSV of quoted
+    "ak,sk" pairs: several keys)."""
+    import shutil
+
+    env = {"PATH": os.environ["PATH"], "HOME": str(root.parent),
+           "RCLONE_AUTH_KEY": auth_keys if auth_keys is not None else f'"{access},{secret}"'}
+    proc = subprocess.Popen([shutil.which("rclone"), "serve", "s3", str(root), "--addr", f"127.0.0.1:{port}",
+                             "--config", "/dev/null"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    if wait_http(f"http://127.0.0.1:{port}/", 20):
+        return proc
     proc.kill()
     raise RuntimeError("rclone serve s3 did not start")

@@ -16,12 +16,9 @@ from __future__ import annotations
 import os
 import secrets
 import subprocess
-import time
-import urllib.error
-import urllib.request
 from pathlib import Path
 
-from tests.helpers import free_port, start_rclone_s3
+from tests.helpers import free_port, start_rclone_s3, wait_http
 
 KIND = os.environ.get("RUSTFS_VLLM_TEST_S3", "standin")
 if KIND not in ("rustfs", "standin"):
@@ -69,19 +66,9 @@ def volume_objects(volume: str, kind: str = KIND) -> dict[str, tuple[int, int]]:
     return stored_objects(Path(docker.from_env().volumes.get(volume).attrs["Mountpoint"]), kind)
 
 
-def _wait_http(url: str, timeout: float, any_status: bool) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            urllib.request.urlopen(url, timeout=1)
-            return
-        except urllib.error.HTTPError:
-            if any_status:
-                return
-        except OSError:
-            pass
-        time.sleep(0.1)
-    raise RuntimeError(f"{url} did not answer within {timeout} s")
+def _wait_ready(endpoint: str) -> None:
+    if not wait_http(f"{endpoint}/health/ready", 60, any_status=False):
+        raise RuntimeError(f"RustFS at {endpoint} was not ready within 60 s")
 
 
 class ExternalServer:
@@ -112,15 +99,11 @@ class ExternalServer:
             subprocess.run(["docker", "run", "-d", "--name", self.name, "-p", f"127.0.0.1:{self.port}:9000",
                             "-v", f"{self.name}-data:/data", *given, RUSTFS_IMAGE],
                            check=True, capture_output=True)
-            _wait_http(f"{self.endpoint}/health/ready", 60, any_status=False)
+            _wait_ready(self.endpoint)
         else:
             self.root = tmp / "s3data"
             self.root.mkdir()
             self.proc = start_rclone_s3(self.root, self.port, access, secret)
-
-    def describe(self) -> str:
-        return f"RustFS 1.0.1 (local build, {RUSTFS_IMAGE})" if self.kind == "rustfs" else \
-            "rclone serve s3 (S3-compatible stand-in, NOT RustFS)"
 
     def alive(self) -> bool:
         if self.kind == "rustfs":
@@ -139,7 +122,7 @@ class ExternalServer:
     def restart(self) -> None:
         if self.kind == "rustfs":
             subprocess.run(["docker", "start", self.name], check=True, capture_output=True)
-            _wait_http(f"{self.endpoint}/health/ready", 60, any_status=False)
+            _wait_ready(self.endpoint)
         else:
             self.proc = start_rclone_s3(self.root, self.port, self.access, self.secret)
 

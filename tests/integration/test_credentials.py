@@ -3,17 +3,13 @@ NOT RustFS): one that takes the configured keys, one that runs on RustFS's defau
 RustFS that never received its keys does), one that takes both, and wrong keys."""
 from __future__ import annotations
 
-import os
-import shutil
 import subprocess
-import time
-import urllib.request
 from pathlib import Path
 
 import pytest
 
 from components.providers.credentials import check
-from tests.helpers import free_port
+from tests.helpers import free_port, start_rclone_s3
 from tests.integration.conftest import ACCESS, SECRET
 
 
@@ -21,20 +17,7 @@ def serve(root: Path, auth_keys: str) -> tuple[subprocess.Popen, str]:
     """rclone serve s3 with RCLONE_AUTH_KEY = ``auth_keys`` (CSV of quoted "ak,sk" pairs)."""
     root.mkdir(parents=True, exist_ok=True)
     port = free_port()
-    proc = subprocess.Popen([shutil.which("rclone"), "serve", "s3", str(root), "--addr", f"127.0.0.1:{port}",
-                             "--config", "/dev/null"], env={"PATH": os.environ["PATH"], "HOME": str(root),
-                                                            "RCLONE_AUTH_KEY": auth_keys},
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
-        try:
-            urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=1)
-            break
-        except urllib.error.HTTPError:
-            break
-        except OSError:
-            time.sleep(0.05)
-    return proc, f"http://127.0.0.1:{port}"
+    return start_rclone_s3(root, port, auth_keys=auth_keys), f"http://127.0.0.1:{port}"
 
 
 @pytest.fixture
