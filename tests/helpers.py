@@ -85,3 +85,38 @@ def start_rclone_s3(root: Path, port: int, access: str = "", secret: str = "",
         return proc
     proc.kill()
     raise RuntimeError("rclone serve s3 did not start")
+
+
+def descendants(pid: int) -> dict[int, str]:
+    """{pid: command line} of every process below ``pid`` (children, theirs, ...), read from /proc."""
+    parents: dict[int, int] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat", encoding="utf-8", errors="replace") as fh:
+                    stat = fh.read()
+                parents[int(entry)] = int(stat[stat.rindex(")") + 2:].split()[1])
+            except (OSError, ValueError, IndexError):
+                continue
+    found: dict[int, str] = {}
+    frontier = [pid]
+    while frontier:
+        parent = frontier.pop()
+        for child, ppid in parents.items():
+            if ppid == parent and child not in found:
+                found[child] = cmdline(child)
+                frontier.append(child)
+    return found
+
+
+def cmdline(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as fh:
+            return fh.read().replace(b"\0", b" ").decode(errors="replace").strip()
+    except OSError:
+        return ""
+
+
+def alive_of(processes: dict[int, str]) -> dict[int, str]:
+    """Those of ``processes`` still running the same command (a reused pid does not count)."""
+    return {pid: cmd for pid, cmd in processes.items() if cmd and cmdline(pid) == cmd}

@@ -16,6 +16,7 @@ from typing import Any
 from pulumi.dynamic import CheckFailure, CheckResult, CreateResult, DiffResult, ReadResult, ResourceProvider, UpdateResult
 
 from . import s3
+from .errors import ProviderError
 
 REPLACE_ON = ("endpoint", "bucket")
 
@@ -41,13 +42,13 @@ class BucketProvider(ResourceProvider):
             c.head_bucket(Bucket=bucket)
         except Exception as exc:  # noqa: BLE001 - classified below
             if not s3.is_missing(exc):
-                raise RuntimeError(s3.explain(exc, props["endpoint"], f"bucket {bucket}")) from None
+                raise ProviderError(s3.explain(exc, props["endpoint"], f"bucket {bucket}")) from None
             adopted = False
             try:
                 c.create_bucket(Bucket=bucket)
             except Exception as exc2:  # noqa: BLE001
                 if s3.error_code(exc2) not in ("BucketAlreadyOwnedByYou",):
-                    raise RuntimeError(s3.explain(exc2, props["endpoint"], f"create bucket {bucket}")) from None
+                    raise ProviderError(s3.explain(exc2, props["endpoint"], f"create bucket {bucket}")) from None
         return adopted
 
     def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
@@ -67,7 +68,7 @@ class BucketProvider(ResourceProvider):
         except Exception as exc:  # noqa: BLE001
             if s3.is_missing(exc):
                 return ReadResult(None, {})
-            raise RuntimeError(s3.explain(exc, props["endpoint"], f"bucket {id_}")) from None
+            raise ProviderError(s3.explain(exc, props["endpoint"], f"bucket {id_}")) from None
         return ReadResult(id_, props)
 
     def delete(self, id_: str, props: dict[str, Any]) -> None:
@@ -82,4 +83,4 @@ class BucketProvider(ResourceProvider):
         except Exception as exc:  # noqa: BLE001
             if s3.is_missing(exc) or s3.error_code(exc) == "BucketNotEmpty":
                 return
-            raise RuntimeError(s3.explain(exc, props["endpoint"], f"delete bucket {id_}")) from None
+            raise ProviderError(s3.explain(exc, props["endpoint"], f"delete bucket {id_}")) from None

@@ -19,6 +19,7 @@ from typing import Any
 from pulumi.dynamic import CreateResult, DiffResult, ResourceProvider, UpdateResult
 
 from . import s3
+from .errors import ProviderError
 
 DEFAULT_KEY = "rustfsadmin"
 INPUTS = ("endpoint", "access_key", "secret_key", "defaults_allowed", "server", "kind")
@@ -36,7 +37,7 @@ def check(props: dict[str, Any]) -> None:
     endpoint, kind = props["endpoint"], props.get("kind") or "external"
     ok, exc = _works(endpoint, props["access_key"], props["secret_key"])
     if exc is not None and s3.error_code(exc) not in s3.AUTH_CODES:
-        raise RuntimeError(s3.explain(exc, endpoint, "credential check"))
+        raise ProviderError(s3.explain(exc, endpoint, "credential check"))
     defaults_allowed = bool(props.get("defaults_allowed"))
     default_ok = False
     if not defaults_allowed:
@@ -44,14 +45,14 @@ def check(props: dict[str, Any]) -> None:
     hint = (" This program gives RustFS its keys as files (RUSTFS_ACCESS_KEY_FILE, RUSTFS_SECRET_KEY_FILE); "
             "see the server's log (/logs/rustfs.log in its container)." if kind == "rustfs" else "")
     if not ok and default_ok:
-        raise RuntimeError(
+        raise ProviderError(
             f"credential check: the S3 server at {endpoint} rejects rustfs-vllm:rustfsAccessKey/rustfsSecretKey but "
             f"accepts RustFS's default credentials '{DEFAULT_KEY}': it runs on its built-in keys, so it never "
             f"received the configured ones.{hint}")
     if not ok:
-        raise RuntimeError(s3.explain(exc, endpoint, "credential check"))  # type: ignore[arg-type]
+        raise ProviderError(s3.explain(exc, endpoint, "credential check"))  # type: ignore[arg-type]
     if default_ok:
-        raise RuntimeError(
+        raise ProviderError(
             f"credential check: the S3 server at {endpoint} accepts the configured keys and also RustFS's default "
             f"credentials '{DEFAULT_KEY}': anyone who knows the defaults can read and change the models. Remove the "
             f"default user from the server (or use environment dev, where the defaults are allowed).{hint}")

@@ -19,6 +19,7 @@ from pulumi.dynamic import CheckFailure, CheckResult, CreateResult, DiffResult, 
 from .. import layout
 from ..manifest import MULTIPART_THRESHOLD, PART_SIZE
 from . import s3
+from .errors import ProviderError
 
 REPLACE_ON = ("endpoint", "bucket", "prefix")
 # Files in flight and parts in flight per file: chosen by `make bench` (docs/PERFORMANCE.md).
@@ -154,7 +155,7 @@ def put_file(c: Any, bucket: str, key: str, path: str, want: dict[str, Any], par
             raise
     etag = etag.strip('"')
     if etag not in (want["etag"], want["md5"]):
-        raise RuntimeError(f"verification of s3://{bucket}/{key} failed: the server's ETag {etag} is not the "
+        raise ProviderError(f"verification of s3://{bucket}/{key} failed: the server's ETag {etag} is not the "
                            f"expected {want['etag']} (size {size}); the object was corrupted in transit")
     return size
 
@@ -195,13 +196,13 @@ def sync(props: dict[str, Any], old_manifest: dict[str, Any] | None = None) -> d
             todo = [rel for rel in candidates if not _head_matches(c, bucket, _key(prefix, rel), manifest[rel])]
             stale = sorted(set(old_manifest) - set(manifest))
     except Exception as exc:  # noqa: BLE001
-        raise RuntimeError(s3.explain(exc, endpoint, f"model {prefix}")) from None
+        raise ProviderError(s3.explain(exc, endpoint, f"model {prefix}")) from None
 
     def upload(rel: str) -> int:
         full = os.path.join(source, rel)
         st = os.stat(full)
         if st.st_size != manifest[rel]["size"]:
-            raise RuntimeError(f"{full} changed since the preview (size {st.st_size}, manifest "
+            raise ProviderError(f"{full} changed since the preview (size {st.st_size}, manifest "
                                f"{manifest[rel]['size']}); run `pulumi up` again")
         size = put_file(c, bucket, _key(prefix, rel), full, manifest[rel], part_workers, progress.add)
         progress.add(files=1)
@@ -223,7 +224,7 @@ def sync(props: dict[str, Any], old_manifest: dict[str, Any] | None = None) -> d
     except RuntimeError:
         raise
     except Exception as exc:  # noqa: BLE001
-        raise RuntimeError(s3.explain(exc, endpoint, f"upload of model {prefix}")) from None
+        raise ProviderError(s3.explain(exc, endpoint, f"upload of model {prefix}")) from None
     return {"files": len(todo), "bytes": sent, "deleted": len(stale),
             "seconds": round(time.monotonic() - started, 3)}
 
@@ -267,7 +268,7 @@ class ModelUploadProvider(ResourceProvider):
         except Exception as exc:  # noqa: BLE001
             if s3.is_missing(exc):
                 return ReadResult(None, {})
-            raise RuntimeError(s3.explain(exc, props["endpoint"], f"model {props.get('prefix')}")) from None
+            raise ProviderError(s3.explain(exc, props["endpoint"], f"model {props.get('prefix')}")) from None
         manifest = props.get("manifest") or {}
         seen = {rel: want for rel, want in manifest.items() if object_matches(live.get(rel), want)}
         for rel in set(live) - set(manifest):
@@ -288,7 +289,7 @@ class ModelUploadProvider(ResourceProvider):
         except Exception as exc:  # noqa: BLE001
             if s3.is_missing(exc):
                 return
-            raise RuntimeError(s3.explain(exc, props["endpoint"], f"purge of model {props['prefix']}")) from None
+            raise ProviderError(s3.explain(exc, props["endpoint"], f"purge of model {props['prefix']}")) from None
 
     @staticmethod
     def _outs(props: dict[str, Any], stats: dict[str, Any]) -> dict[str, Any]:

@@ -13,6 +13,8 @@ from typing import Any
 
 from pulumi.dynamic import CreateResult, DiffResult, ResourceProvider, UpdateResult
 
+from .errors import ProviderError
+
 
 def complete(props: dict[str, Any]) -> dict[str, Any]:
     body = json.dumps({"model": props["model"], "prompt": props["prompt"],
@@ -25,13 +27,13 @@ def complete(props: dict[str, Any]) -> dict[str, Any]:
             answer = json.loads(resp.read())
     except urllib.error.HTTPError as exc:
         detail = exc.read(2000).decode("utf-8", "replace")
-        raise RuntimeError(f"smoke test: POST {props['base_url']}/completions answered HTTP {exc.code}: {detail}") from None
+        raise ProviderError(f"smoke test: POST {props['base_url']}/completions answered HTTP {exc.code}: {detail}") from None
     except (urllib.error.URLError, OSError) as exc:
-        raise RuntimeError(f"smoke test: POST {props['base_url']}/completions failed: {exc}") from None
+        raise ProviderError(f"smoke test: POST {props['base_url']}/completions failed: {exc}") from None
     try:
         text = answer["choices"][0]["text"]
     except (KeyError, IndexError, TypeError):
-        raise RuntimeError(f"smoke test: unexpected answer {str(answer)[:500]}") from None
+        raise ProviderError(f"smoke test: unexpected answer {str(answer)[:500]}") from None
     return {**props, "text": text, "seconds": round(time.monotonic() - started, 3)}
 
 

@@ -349,6 +349,7 @@ def test_unreachable_endpoint_fails_at_the_credential_check_leaving_nothing(stac
     proc = stack.run("up", "--yes", "--skip-preview", check=False)
     out = proc.stdout + proc.stderr
     assert proc.returncode != 0 and "is unreachable" in out and "rustfsEndpoint" in out, out[-3000:]
+    assert "Traceback" not in out and "RuntimeError" not in out, out[-3000:]
     _check_clean(stack, cfg)
     stack.run("destroy", "--yes", "--skip-preview")
     _results.append({"case": "S3 endpoint unreachable", "stage": "up (credential check)", "result": "rejected",

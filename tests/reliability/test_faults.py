@@ -26,7 +26,7 @@ import pytest
 from openai import OpenAI
 
 from tests import s3_under_test
-from tests.helpers import ROOT, free_port
+from tests.helpers import ROOT, alive_of, descendants, free_port
 from tests.integration.conftest import ACCESS, SECRET
 from tests.s3_under_test import ExternalServer
 from tests.pulumi_cli import Stack
@@ -176,13 +176,25 @@ def test_sigkill_mid_upload_then_cancel_refresh_up_converges(world):
     deadline = time.monotonic() + 300
     while not changed_names() and time.monotonic() < deadline:
         time.sleep(0.02)
+    run = descendants(proc.pid)   # the language host, the program, the provider plugins
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
+    killed_at = time.monotonic()
+    assert any("pulumi-resource-pulumi-python" in c for c in run.values()), run
+    while alive_of(run) and time.monotonic() - killed_at < 10:
+        time.sleep(0.1)
+    survivors = alive_of(run)
+    gone_after = time.monotonic() - killed_at
+    assert not survivors, f"processes of the killed run still alive after 10 s: {survivors}"
     sent_before_kill = changed_names()
     assert sent_before_kill, "nothing was uploaded before the kill"
-    # the documented recovery: release the lock, reconcile, run again
+    settled = world.etags()
+    time.sleep(2)
+    assert world.etags() == settled, "the bucket still changes after the killed run's processes are gone"
+    # the documented recovery (README, "Recovering from a killed run"): release the lock,
+    # reconcile with what exists (clearing creates that never finished), run again
     world.stack.run("cancel", "--yes", check=False)
-    world.stack.run("refresh", "--yes", "--skip-preview", label="refresh_after_kill")
+    world.stack.run("refresh", "--yes", "--skip-preview", "--clear-pending-creates", label="refresh_after_kill")
 
     seen: set[str] = set()
     stop = threading.Event()
@@ -207,9 +219,13 @@ def test_sigkill_mid_upload_then_cancel_refresh_up_converges(world):
     assert sent["bytes"] < 2 * PAD_BYTES + 8192, sent     # not both changed files again
     assert len(world.objects()) == len(list(world.model.iterdir()))
     assert world.complete() == world.stack.outputs()["smoke_completions"][SERVED]
-    record("pulumi up SIGKILL mid-upload", "converged after cancel + refresh + up",
+    assert "pending operation" not in world.log_text, world.log_text[-3000:]
+    state = json.loads(world.stack.run("stack", "export").stdout)
+    assert not state["deployment"].get("pending_operations"), state["deployment"]["pending_operations"]
+    record("pulumi up SIGKILL mid-upload", "converged after cancel + refresh --clear-pending-creates + up",
+           f"all {len(run)} processes of the killed run exited within {gone_after:.1f} s; "
            f"{len(sent_before_kill)} object(s) already sent before the kill; the next up sent "
-           f"{sent['files']} file(s), {sent['bytes']} bytes")
+           f"{sent['files']} file(s), {sent['bytes']} bytes; no pending operation left")
 
 
 def test_no_credential_in_state_ps_logs_outputs_inspect_or_rclone_files(world):
