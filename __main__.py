@@ -7,7 +7,7 @@ import os
 
 import pulumi
 
-from components import config, machine, settings
+from components import config, machine, settings, tls
 from components.stack import ServingStack, ServingStackArgs
 
 raw, problems = settings.read_raw()
@@ -15,7 +15,7 @@ try:
     cfg = config.load(raw, settings.stack_name(), os.path.dirname(os.path.abspath(__file__)),
                       port_in_use=machine.port_checker(settings.stack_name()), memory_bytes=machine.memory_bytes,
                       image_present=machine.image_present, fuse_available=machine.fuse_available,
-                      volume_format=machine.volume_format)
+                      volume_format=machine.volume_format, tls_probe=tls.probe)
     if problems:
         raise config.ConfigError(problems)
 except config.ConfigError as exc:

@@ -21,6 +21,7 @@ class BucketArgs:
     secret_key: pulumi.Input[str]
     purge: bool = False
     store: str = ""                  # where the objects live (server kind and volume, or endpoint)
+    ca_bundle: str = ""              # rustfsCaBundle ("" = the system's CAs)
 
 
 class Bucket(pulumi.ComponentResource):
@@ -32,6 +33,7 @@ class Bucket(pulumi.ComponentResource):
         self.resource = BucketResource(f"{name}-bucket", {
             "endpoint": args.endpoint, "bucket": args.bucket, "purge": args.purge, "store": args.store,
             "access_key": pulumi.Output.secret(args.access_key), "secret_key": pulumi.Output.secret(args.secret_key),
+            **({"ca_bundle": args.ca_bundle} if args.ca_bundle else {}),  # absent when unset: no diff for old stacks
         }, pulumi.ResourceOptions(parent=self, depends_on=opts.depends_on if opts else None))
         self.name = self.resource.id
         self.adopted = self.resource.adopted

@@ -10,7 +10,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Optional
 
-from . import layout
+from . import layout, tls
 
 NAMESPACE = "rustfs-vllm"
 
@@ -67,6 +67,7 @@ class StackConfig:
     s3_server: str
     rustfs_image: str
     rustfs_endpoint: str          # as reached from this host
+    ca_bundle: str                # PEM CA bundle for an https endpoint ("" = the system's CAs)
     rustfs_port: int
     rustfs_console_port: int
     rustfs_console_enable: bool
@@ -150,11 +151,13 @@ def load(raw: Mapping[str, Any], stack: str, project_dir: str,
          memory_bytes: Callable[[], int] | None = None,
          image_present: Callable[[str], Optional[bool]] | None = None,
          fuse_available: Callable[[], bool] | None = None,
-         volume_format: Callable[[str], Optional[str]] | None = None) -> StackConfig:
+         volume_format: Callable[[str], Optional[str]] | None = None,
+         tls_probe: Callable[[str, str], Optional[str]] | None = None) -> StackConfig:
     """Validate ``raw`` (config key without namespace -> value) into a StackConfig or raise ConfigError.
 
     ``port_in_use``, ``memory_bytes``, ``image_present``, ``fuse_available`` and ``volume_format``
-    look at the machine (components.machine); left out, those checks are skipped.
+    look at the machine (components.machine), ``tls_probe`` at an https endpoint (components.tls);
+    left out, those checks are skipped.
     """
     import os
 
@@ -175,6 +178,19 @@ def load(raw: Mapping[str, Any], stack: str, project_dir: str,
         r.bad("rustfsEndpoint", rustfs_endpoint, "required when s3Server is external (e.g. http://rustfs.internal:9000)")
     elif not re.fullmatch(r"https?://[A-Za-z0-9.\-\[\]:]+(:[0-9]{1,5})?/?", rustfs_endpoint):
         r.bad("rustfsEndpoint", rustfs_endpoint, "an http(s)://HOST:PORT URL without a path")
+    ca_bundle = r.get("rustfsCaBundle", "", str, "the path of a PEM file of CA certificates")
+    if ca_bundle:
+        ca_bundle = os.path.normpath(os.path.join(project_dir, os.path.expanduser(ca_bundle)))
+        problem = tls.bundle_problem(ca_bundle)
+        if problem:
+            r.bad("rustfsCaBundle", ca_bundle, problem)
+        elif not rustfs_endpoint.startswith("https://"):
+            r.bad("rustfsCaBundle", ca_bundle, f"set only with an https:// rustfsEndpoint (it is {rustfs_endpoint!r})")
+    if tls_probe is not None and rustfs_endpoint.startswith("https://") and not any(
+            p.startswith(("rustfs-vllm:rustfsCaBundle ", "rustfs-vllm:rustfsEndpoint ")) for p in r.problems):
+        problem = tls_probe(rustfs_endpoint, ca_bundle)
+        if problem:
+            r.problems.append(problem)
     access_key = r.get("rustfsAccessKey", DEFAULT_CREDENTIAL, str, "a string (set it with --secret)")
     secret_key = r.get("rustfsSecretKey", DEFAULT_CREDENTIAL, str, "a string (set it with --secret)")
     uses_default = DEFAULT_CREDENTIAL in (access_key, secret_key)
@@ -288,7 +304,7 @@ def load(raw: Mapping[str, Any], stack: str, project_dir: str,
         stack=stack, environment=environment, name_prefix=name_prefix, s3_server=s3_server,
         rustfs_image=rustfs_image, rustfs_endpoint=rustfs_endpoint.rstrip("/"), rustfs_port=rustfs_port,
         rustfs_console_port=rustfs_console_port, rustfs_console_enable=rustfs_console_enable,
-        rustfs_volume=rustfs_volume, access_key=access_key, secret_key=secret_key, bucket=bucket,
+        rustfs_volume=rustfs_volume, ca_bundle=ca_bundle, access_key=access_key, secret_key=secret_key, bucket=bucket,
         purge_on_destroy=purge, models=tuple(models), mount_path=os.path.normpath(mount_path),
         mount_cache_dir=os.path.normpath(mount_cache), mount_flags=tuple(mount_flags),
         rclone_binary=shutil.which(rclone_binary) or rclone_binary, vllm_image=vllm_image,

@@ -29,6 +29,7 @@ class ModelUploadArgs:
     cache_dir: str
     purge: bool = False
     store: str = ""                  # where the objects live (server kind and volume, or endpoint)
+    ca_bundle: str = ""              # rustfsCaBundle ("" = the system's CAs)
     file_workers: int = DEFAULT_FILE_WORKERS
     part_workers: int = DEFAULT_PART_WORKERS
 
@@ -50,6 +51,7 @@ class ModelUpload(pulumi.ComponentResource):
             "manifest": manifest, "purge": args.purge, "store": args.store,
             "file_workers": args.file_workers, "part_workers": args.part_workers,
             "access_key": pulumi.Output.secret(args.access_key), "secret_key": pulumi.Output.secret(args.secret_key),
+            **({"ca_bundle": args.ca_bundle} if args.ca_bundle else {}),  # absent when unset: no diff for old stacks
         }, pulumi.ResourceOptions(parent=self, depends_on=opts.depends_on if opts else None))
         self.manifest = manifest
         self.prefix_value = args.prefix

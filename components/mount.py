@@ -34,6 +34,8 @@ from typing import Callable, Mapping, Optional, Sequence
 import pulumi
 import pulumi_command as command
 
+from . import tls
+
 SCRIPT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "scripts", "rclone-mount")
 HASHED_BELOW = 16 * 2**20   # files smaller than this are checked by sha256 through the mount
 
@@ -61,6 +63,29 @@ class MountRoot(pulumi.ComponentResource):
 
 
 @dataclass
+class MountCacheArgs:
+    path: str                  # mountCacheDir: one rclone --cache-dir per model below it
+    purge: bool = False        # purgeOnDestroy
+
+
+class MountCache(pulumi.ComponentResource):
+    """The stack's rclone VFS cache folder. Destroy removes what rclone cached there when
+    purgeOnDestroy is set, and otherwise says where the cache is and how big (it can hold a copy of
+    every model's weights). A new mountCacheDir replaces it: the old folder is handled the same way."""
+
+    def __init__(self, name: str, args: MountCacheArgs, opts: Optional[pulumi.ResourceOptions] = None) -> None:
+        super().__init__("rustfs-vllm:serving:MountCache", name, None, opts)
+        self.command = command.local.Command(
+            f"{name}-command",
+            create=f"{SCRIPT} cache-up",
+            delete=f"{SCRIPT} cache-down",
+            environment={"RV_CACHE_ROOT": args.path, "RV_PURGE": "1" if args.purge else "0"},
+            triggers=[args.path],
+            opts=pulumi.ResourceOptions(parent=self, delete_before_replace=True))
+        self.register_outputs({})
+
+
+@dataclass
 class RcloneMountArgs:
     remote: str
     endpoint: pulumi.Input[str]
@@ -77,6 +102,7 @@ class RcloneMountArgs:
     flags: Sequence[str] = ()
     log_file: str = "/dev/null"
     alive: Optional[Callable[[str], bool]] = None     # is a live rclone mount at this path?
+    ca_bundle: str = ""                               # rustfsCaBundle: rclone --ca-cert
 
 
 def remote_name(name_prefix: str) -> str:
@@ -116,7 +142,7 @@ class RcloneMount(pulumi.ComponentResource):
             "RV_RCLONE": args.rclone, "RV_REMOTE": r, "RV_SOURCE": f"{v[1]}/{args.prefix}", "RV_ROOT": args.root,
             "RV_MOUNT": mount_path, "RV_CACHE_DIR": args.cache_dir, "RV_FLAGS": "\n".join(args.flags),
             "RV_LOG": args.log_file, "RV_EXPECT": expect, "RV_MARKER": args.marker_file,
-            "RV_GENERATION": str(gen),
+            "RV_GENERATION": str(gen), **({"RV_CA_CERT": args.ca_bundle} if args.ca_bundle else {}),
             f"RCLONE_CONFIG_{r}_TYPE": "s3", f"RCLONE_CONFIG_{r}_PROVIDER": "Other",
             f"RCLONE_CONFIG_{r}_ENDPOINT": v[0], f"RCLONE_CONFIG_{r}_REGION": "us-east-1",
             f"RCLONE_CONFIG_{r}_FORCE_PATH_STYLE": "true",
@@ -128,7 +154,9 @@ class RcloneMount(pulumi.ComponentResource):
             delete=f"{SCRIPT} unmount",
             environment=pulumi.Output.secret(env),
             triggers=[args.endpoint, args.bucket, args.prefix, mount_path, args.cache_dir, list(args.flags),
-                      args.rclone, f"generation-{gen}", args.revision],
+                      args.rclone, f"generation-{gen}", args.revision,
+                      # a new CA (path or content) needs a new rclone; absent when unset (old stacks: no diff)
+                      *([f"ca-{args.ca_bundle}-{tls.fingerprint(args.ca_bundle)}"] if args.ca_bundle else [])],
             opts=pulumi.ResourceOptions(parent=self, delete_before_replace=True,
                                         depends_on=opts.depends_on if opts else None))
         self.path = pulumi.Output.from_input(mount_path)

@@ -67,6 +67,7 @@ class S3ServerArgs:
     access_key: pulumi.Input[str]
     secret_key: pulumi.Input[str]
     defaults_allowed: bool = False      # the configured keys are RustFS's defaults (dev only)
+    ca_bundle: str = ""                 # rustfsCaBundle ("" = the system's CAs)
 
 
 def labels(stack: str, role: str, **extra: str) -> list[docker.ContainerLabelArgs]:
@@ -130,6 +131,7 @@ class S3Server(pulumi.ComponentResource):
             "endpoint": args.endpoint, "kind": args.kind, "defaults_allowed": args.defaults_allowed,
             "server": self.container.id if self.container else "external",
             "access_key": pulumi.Output.secret(args.access_key), "secret_key": pulumi.Output.secret(args.secret_key),
+            **({"ca_bundle": args.ca_bundle} if args.ca_bundle else {}),
         }, pulumi.ResourceOptions(parent=self, depends_on=list(self.ready)))
         self.ready = [*self.ready, self.credentials]
         self.endpoint = pulumi.Output.from_input(args.endpoint)

@@ -12,7 +12,7 @@ from .config import NAMESPACE
 # key -> kind; every key here is declared in Pulumi.yaml with its type, default and description.
 KEYS: dict[str, str] = {
     "environment": "string", "namePrefix": "string", "s3Server": "string", "rustfsImage": "string",
-    "rustfsEndpoint": "string", "rustfsPort": "integer", "rustfsConsolePort": "integer",
+    "rustfsEndpoint": "string", "rustfsCaBundle": "string", "rustfsPort": "integer", "rustfsConsolePort": "integer",
     "rustfsConsoleEnable": "boolean", "rustfsVolume": "string", "rustfsAccessKey": "secret",
     "rustfsSecretKey": "secret", "bucket": "string", "purgeOnDestroy": "boolean", "models": "json",
     "mountPath": "string", "mountCacheDir": "string", "mountFlags": "json", "rcloneBinary": "string",

@@ -70,21 +70,38 @@ def wait_http(url: str, timeout: float, any_status: bool = True) -> bool:
 
 
 def start_rclone_s3(root: Path, port: int, access: str = "", secret: str = "",
-                    auth_keys: str | None = None) -> subprocess.Popen:
+                    auth_keys: str | None = None, tls: tuple[Path, Path] | None = None) -> subprocess.Popen:
     """`rclone serve s3` (the S3-compatible server from rclone, NOT RustFS) on 127.0.0.1:``port``,
-    keeping objects under ``root``; returns once it answers HTTP. Credentials via the environment:
+    keeping objects under ``root``; returns once it answers. Credentials via the environment:
     the pair ``access``/``secret``, or ``auth_keys`` as RCLONE_AUTH_KEY takes it (a CSV of quoted
-    "ak,sk" pairs: several keys)."""
+    "ak,sk" pairs: several keys). ``tls``: (certificate chain, key) to serve HTTPS instead of HTTP."""
     import shutil
 
     env = {"PATH": os.environ["PATH"], "HOME": str(root.parent),
            "RCLONE_AUTH_KEY": auth_keys if auth_keys is not None else f'"{access},{secret}"'}
+    tls_args = ["--cert", str(tls[0]), "--key", str(tls[1])] if tls else []
     proc = subprocess.Popen([shutil.which("rclone"), "serve", "s3", str(root), "--addr", f"127.0.0.1:{port}",
-                             "--config", "/dev/null"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    if wait_http(f"http://127.0.0.1:{port}/", 20):
+                             "--config", "/dev/null", *tls_args], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    if wait_tcp(port, 20):
         return proc
     proc.kill()
     raise RuntimeError("rclone serve s3 did not start")
+
+
+def wait_tcp(port: int, timeout: float) -> bool:
+    """True once something accepts TCP connections on 127.0.0.1:``port`` within ``timeout`` seconds."""
+    import socket
+    import time
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return True
+        except OSError:
+            time.sleep(0.05)
+    return False
 
 
 def descendants(pid: int) -> dict[int, str]:

@@ -35,7 +35,7 @@ class BucketProvider(ResourceProvider):
     @staticmethod
     def _ensure(props: dict[str, Any]) -> bool:
         """Creates the bucket when it is missing; True when it existed (adopted)."""
-        c = s3.client(props["endpoint"], props["access_key"], props["secret_key"])
+        c = s3.client_for(props)
         bucket = props["bucket"]
         adopted = True
         try:
@@ -53,7 +53,8 @@ class BucketProvider(ResourceProvider):
 
     def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
         replaces = [k for k in REPLACE_ON if olds.get(k) != news.get(k)]
-        changed = replaces or any(olds.get(k) != news.get(k) for k in ("access_key", "secret_key", "purge", "store"))
+        changed = replaces or any(olds.get(k) != news.get(k)
+                                    for k in ("access_key", "secret_key", "purge", "store", "ca_bundle"))
         return DiffResult(changes=bool(changed), replaces=replaces, delete_before_replace=False)
 
     def update(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
@@ -62,7 +63,7 @@ class BucketProvider(ResourceProvider):
         return UpdateResult({**news, "adopted": olds.get("adopted", True)})
 
     def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
-        c = s3.client(props["endpoint"], props["access_key"], props["secret_key"])
+        c = s3.client_for(props)
         try:
             c.head_bucket(Bucket=id_)
         except Exception as exc:  # noqa: BLE001
@@ -74,7 +75,7 @@ class BucketProvider(ResourceProvider):
     def delete(self, id_: str, props: dict[str, Any]) -> None:
         if props.get("adopted", True):
             return  # not ours: never deleted
-        c = s3.client(props["endpoint"], props["access_key"], props["secret_key"])
+        c = s3.client_for(props)
         try:
             listing = c.list_objects_v2(Bucket=id_, MaxKeys=1)
             if listing.get("KeyCount", 0):

@@ -22,12 +22,12 @@ from . import s3
 from .errors import ProviderError
 
 DEFAULT_KEY = "rustfsadmin"
-INPUTS = ("endpoint", "access_key", "secret_key", "defaults_allowed", "server", "kind")
+INPUTS = ("endpoint", "access_key", "secret_key", "defaults_allowed", "server", "kind", "ca_bundle")
 
 
-def _works(endpoint: str, access: str, secret: str) -> tuple[bool, BaseException | None]:
+def _works(props: dict[str, Any], access: str, secret: str) -> tuple[bool, BaseException | None]:
     try:
-        s3.client(endpoint, access, secret, retries=2).list_buckets()
+        s3.client_for({**props, "access_key": access, "secret_key": secret}, retries=2).list_buckets()
         return True, None
     except Exception as exc:  # noqa: BLE001 - classified by the caller
         return False, exc
@@ -35,13 +35,13 @@ def _works(endpoint: str, access: str, secret: str) -> tuple[bool, BaseException
 
 def check(props: dict[str, Any]) -> None:
     endpoint, kind = props["endpoint"], props.get("kind") or "external"
-    ok, exc = _works(endpoint, props["access_key"], props["secret_key"])
+    ok, exc = _works(props, props["access_key"], props["secret_key"])
     if exc is not None and s3.error_code(exc) not in s3.AUTH_CODES:
         raise ProviderError(s3.explain(exc, endpoint, "credential check"))
     defaults_allowed = bool(props.get("defaults_allowed"))
     default_ok = False
     if not defaults_allowed:
-        default_ok, _ = _works(endpoint, DEFAULT_KEY, DEFAULT_KEY)
+        default_ok, _ = _works(props, DEFAULT_KEY, DEFAULT_KEY)
     hint = (" This program gives RustFS its keys as files (RUSTFS_ACCESS_KEY_FILE, RUSTFS_SECRET_KEY_FILE); "
             "see the server's log (/logs/rustfs.log in its container)." if kind == "rustfs" else "")
     if not ok and default_ok:

@@ -25,7 +25,8 @@ REPLACE_ON = ("endpoint", "bucket", "prefix")
 # Files in flight and parts in flight per file: chosen by `make bench` (docs/PERFORMANCE.md).
 DEFAULT_FILE_WORKERS = 4
 DEFAULT_PART_WORKERS = 1
-UPDATE_ON = ("manifest", "source", "access_key", "secret_key", "purge", "file_workers", "part_workers", "store")
+UPDATE_ON = ("manifest", "source", "access_key", "secret_key", "purge", "file_workers", "part_workers", "store",
+             "ca_bundle")
 
 
 PROGRESS_EVERY = 5.0  # seconds between progress lines of a running upload
@@ -183,7 +184,7 @@ def sync(props: dict[str, Any], old_manifest: dict[str, Any] | None = None) -> d
     manifest: dict[str, dict[str, Any]] = props["manifest"]
     file_workers = int(props.get("file_workers") or DEFAULT_FILE_WORKERS)
     part_workers = int(props.get("part_workers") or DEFAULT_PART_WORKERS)
-    c = s3.client(endpoint, props["access_key"], props["secret_key"], max_pool=file_workers * part_workers + 4)
+    c = s3.client_for(props, max_pool=file_workers * part_workers + 4)
     started = time.monotonic()
     try:
         abort_incomplete(c, bucket, prefix)
@@ -262,7 +263,7 @@ class ModelUploadProvider(ResourceProvider):
     def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
         """Refresh: report the objects as they are, so drift (a deleted or changed object) shows
         as a manifest difference and the next `up` re-uploads just those files."""
-        c = s3.client(props["endpoint"], props["access_key"], props["secret_key"])
+        c = s3.client_for(props)
         try:
             live = list_prefix(c, props["bucket"], props["prefix"])
         except Exception as exc:  # noqa: BLE001
@@ -278,7 +279,7 @@ class ModelUploadProvider(ResourceProvider):
     def delete(self, _id: str, props: dict[str, Any]) -> None:
         if not props.get("purge"):
             return  # the weights stay in the bucket: purge was not configured
-        c = s3.client(props["endpoint"], props["access_key"], props["secret_key"])
+        c = s3.client_for(props)
         try:
             abort_incomplete(c, props["bucket"], props["prefix"])
             keys = list(list_prefix(c, props["bucket"], props["prefix"]))

@@ -5,14 +5,16 @@ from typing import Any
 
 import boto3
 from botocore.config import Config
-from botocore.exceptions import ClientError, EndpointConnectionError
+from botocore.exceptions import ClientError, EndpointConnectionError, SSLError
 
 MISSING_CODES = ("404", "NoSuchBucket", "NoSuchKey", "NotFound")
 AUTH_CODES = ("InvalidAccessKeyId", "SignatureDoesNotMatch", "AccessDenied", "403", "InvalidToken")
 
 
-def client(endpoint: str, access_key: str, secret_key: str, max_pool: int = 32, retries: int = 3) -> Any:
-    """An S3 client for a path-style, us-east-1 endpoint.
+def client(endpoint: str, access_key: str, secret_key: str, max_pool: int = 32, retries: int = 3,
+           ca_bundle: str = "") -> Any:
+    """An S3 client for a path-style, us-east-1 endpoint; an https one verified against
+    ``ca_bundle`` when given (rustfsCaBundle), else the system's CAs.
 
     Checksums only when required: recent boto3 sends CRC32 by default and older RustFS releases
     broke multipart uploads with them.
@@ -29,7 +31,14 @@ def client(endpoint: str, access_key: str, secret_key: str, max_pool: int = 32, 
         read_timeout=120,
     )
     return boto3.session.Session().client(
-        "s3", endpoint_url=endpoint, aws_access_key_id=access_key, aws_secret_access_key=secret_key, config=cfg)
+        "s3", endpoint_url=endpoint, aws_access_key_id=access_key, aws_secret_access_key=secret_key, config=cfg,
+        verify=ca_bundle or None)
+
+
+def client_for(props: dict[str, Any], **kwargs: Any) -> Any:
+    """The client for a resource's inputs: endpoint, access_key, secret_key and optional ca_bundle."""
+    return client(props["endpoint"], props["access_key"], props["secret_key"], ca_bundle=props.get("ca_bundle") or "",
+                  **kwargs)
 
 
 def error_code(exc: BaseException) -> str:
@@ -45,6 +54,9 @@ def is_missing(exc: BaseException) -> bool:
 def explain(exc: BaseException, endpoint: str, what: str) -> str:
     """A message a user can act on, without any credential in it."""
     code = error_code(exc)
+    if isinstance(exc, SSLError) or "CERTIFICATE_VERIFY_FAILED" in str(exc):
+        return (f"{what}: the TLS certificate of {endpoint} was not verified ({_ssl_reason(exc)}); set "
+                f"rustfs-vllm:rustfsCaBundle to the PEM file of the CA that signed it")
     if isinstance(exc, EndpointConnectionError) or "Could not connect" in str(exc):
         return (f"{what}: the S3 endpoint {endpoint} is unreachable ({exc.__class__.__name__}); "
                 f"check rustfs-vllm:rustfsEndpoint and that the server is running")
@@ -52,3 +64,11 @@ def explain(exc: BaseException, endpoint: str, what: str) -> str:
         return (f"{what}: the S3 server at {endpoint} rejected the credentials ({code}); "
                 f"check rustfs-vllm:rustfsAccessKey and rustfs-vllm:rustfsSecretKey")
     return f"{what}: {exc}"
+
+
+def _ssl_reason(exc: BaseException) -> str:
+    text = str(exc)
+    marker = "certificate verify failed: "
+    if marker in text:
+        return text[text.index(marker) + len(marker):].split(" (_ssl")[0].rstrip(")")
+    return text[:200]

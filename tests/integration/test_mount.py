@@ -232,6 +232,7 @@ def test_missing_model_files_fail_the_mount_and_leave_nothing(commands, s3_serve
     assert "last lines of rclone's log" in info.value.details()   # rclone's own words, e.g. a TLS error
     assert layout.mounted_at(str(root / "absent")) is None
     assert not pids(f"rclone mount ITEST:models/absent {root / 'absent'} ")
+    assert not pids(f"rustfs-vllm-mount-supervisor {root / 'absent'} ") and not (root / "absent").exists()
 
 
 def test_stale_content_is_not_accepted(commands, s3_server, bucket, root, tmp_path):
@@ -260,5 +261,65 @@ def test_wrong_credentials_fail_the_mount(commands, s3_server, bucket, root, tmp
     with pytest.raises(grpc.RpcError) as info:
         commands.create(props(env))
     assert "wrong-secret" not in info.value.details()
+    assert "SignatureDoesNotMatch" in info.value.details() and "rustfsSecretKey" in info.value.details()
     assert layout.mounted_at(str(root / "m1")) is None
+    assert not pids(f"rclone mount ITEST:models/m1 {root / 'm1'} ") and not (root / "m1").exists()
 
+
+
+def kill_mount_processes(mnt) -> None:
+    subprocess.run(["pkill", "-9", "-f", f"rustfs-vllm-mount-supervisor {mnt} "], check=False)
+    subprocess.run(["pkill", "-9", "-f", f"rclone mount ITEST:models/[^ ]* {mnt} "], check=False)
+    assert wait_for(lambda: not pids(f"rclone mount ITEST:models/[^ ]* {mnt} "), timeout=10)
+
+
+def run_script(action: str, env: dict) -> str:
+    return subprocess.run([SCRIPT, action], env={**os.environ, **env}, capture_output=True, text=True,
+                          check=True).stdout
+
+
+def test_destroy_removes_mounts_left_outside_the_state_dead_or_live_and_says_so(commands, s3_server, bucket,
+                                                                                 tmp_path):
+    """A mount whose `up` was killed is in no state: the root's delete (the last step of destroy)
+    finds it under the root, stops its processes, unmounts it and says so."""
+    path = tmp_path / "r2"
+    commands.create(root_props(path))
+    for prefix in ("m1", "m2"):
+        commands.create(props(mount_env(s3_server, path, tmp_path, prefix=prefix)))   # states never recorded
+    kill_mount_processes(path / "m1")                                                 # m1 dead, m2 live
+    assert layout.mounted_at(str(path / "m1")) == "fuse.rclone" and not machine.mount_alive(str(path / "m1"))
+    out = run_script("root-down", {"RV_ROOT": str(path)})
+    assert f"removed a leftover dead rclone mount at {path / 'm1'}" in out, out
+    assert f"removed a leftover live rclone mount at {path / 'm2'}" in out, out
+    assert str(path) not in open("/proc/mounts").read()
+    assert not pids(f"rclone mount ITEST:models/[^ ]* {path}/") and not pids(f"rustfs-vllm-mount-supervisor {path}/")
+    assert not path.exists()
+
+
+def test_unmount_of_a_dead_mount_says_so(commands, s3_server, bucket, root, tmp_path):
+    env = mount_env(s3_server, root, tmp_path)
+    commands.create(props(env))
+    kill_mount_processes(root / "m1")
+    assert "removed the dead rclone mount at" in run_script("unmount", env)
+    assert layout.mounted_at(str(root / "m1")) is None
+    assert "nothing was mounted at" in run_script("unmount", env)
+
+
+def test_cache_down_reports_or_purges_only_what_rclone_made(tmp_path):
+    cache = tmp_path / "cache"
+    (cache / "m1" / "vfs" / "ITEST").mkdir(parents=True)
+    (cache / "m1" / "vfs" / "ITEST" / "weights").write_bytes(b"w" * 300_000)
+    (cache / "m1" / "vfsMeta").mkdir()
+    (cache / "mine").mkdir()
+    (cache / "mine" / "notes.txt").write_text("not rclone's")
+    env = {"RV_CACHE_ROOT": str(cache)}
+    kept = run_script("cache-down", {**env, "RV_PURGE": "0"})
+    assert f"kept the rclone VFS cache at {cache} (" in kept and "purgeOnDestroy" in kept, kept
+    assert (cache / "m1" / "vfs" / "ITEST" / "weights").exists()
+    purged = run_script("cache-down", {**env, "RV_PURGE": "1"})
+    assert f"removed the rclone VFS cache at {cache}" in purged and f"left {cache}/mine/ alone" in purged, purged
+    assert not (cache / "m1").exists() and (cache / "mine" / "notes.txt").read_text() == "not rclone's"
+    (cache / "mine" / "notes.txt").unlink()
+    (cache / "mine").rmdir()
+    assert "removed" in run_script("cache-down", {**env, "RV_PURGE": "1"}) and not cache.exists()
+    assert f"no rclone VFS cache at {cache}" in run_script("cache-down", {**env, "RV_PURGE": "1"})

@@ -266,3 +266,63 @@ def test_volume_of_the_same_kind_or_none_is_accepted(good, tmp_path, server, fou
     raw = {**good, "s3Server": server, "rustfsAccessKey": "a-long-enough-access-key",
            "rustfsSecretKey": "a-long-enough-secret", "rustfsEndpoint": "http://127.0.0.1:9000"}
     load(raw, tmp_path, volume_format=lambda name: found)
+
+
+CA_PEM = b"-----BEGIN CERTIFICATE-----\nnot base64\n-----END CERTIFICATE-----\n"
+
+
+def _external_https(raw, ca=None):
+    raw.update(s3Server="external", rustfsEndpoint="https://s3.example.internal:9000")
+    if ca is not None:
+        raw["rustfsCaBundle"] = ca
+
+
+@pytest.mark.parametrize("content, fragment", [
+    (None, "it does not exist"),
+    (b"just text\n", "no '-----BEGIN CERTIFICATE-----' block"),
+    (CA_PEM, "that OpenSSL can load"),
+])
+def test_unusable_ca_bundle_is_rejected(good, tmp_path, content, fragment):
+    if content is not None:
+        (tmp_path / "ca.pem").write_bytes(content)
+    msg = _bad(tmp_path, good, lambda r: _external_https(r, "ca.pem"))
+    assert f"rustfs-vllm:rustfsCaBundle = '{tmp_path / 'ca.pem'}' is invalid" in msg and fragment in msg
+
+
+def test_ca_bundle_with_an_http_endpoint_is_rejected(good, tmp_path):
+    from tests.tls import make_pki
+
+    pki = make_pki(tmp_path / "pki")
+    msg = _bad(tmp_path, good, lambda r: r.update(rustfsCaBundle=str(pki.ca)))
+    assert "rustfsCaBundle" in msg and "only with an https:// rustfsEndpoint" in msg and "http://127.0.0.1:9000" in msg
+
+
+def test_tls_probe_result_fails_the_config_and_gets_the_bundle(good, tmp_path):
+    from tests.tls import make_pki
+
+    pki = make_pki(tmp_path / "pki")
+    calls = []
+
+    def probe(endpoint, ca):
+        calls.append((endpoint, ca))
+        return "rustfs-vllm:rustfsEndpoint = 'https://...': the server's certificate is not trusted"
+
+    raw = dict(good)
+    _external_https(raw, str(pki.ca))
+    with pytest.raises(config.ConfigError) as info:
+        config.load(raw, "dev", str(tmp_path), tls_probe=probe)
+    assert "is not trusted" in str(info.value)
+    assert calls == [("https://s3.example.internal:9000", str(pki.ca))]
+    cfg = config.load(raw, "dev", str(tmp_path), tls_probe=lambda e, c: None)
+    assert cfg.ca_bundle == str(pki.ca)
+
+
+def test_tls_probe_is_not_asked_for_http_or_a_bad_bundle(good, tmp_path):
+    def probe(endpoint, ca):
+        raise AssertionError("probed")
+
+    config.load(dict(good), "dev", str(tmp_path), tls_probe=probe)        # http: nothing to verify
+    raw = dict(good)
+    _external_https(raw, "missing.pem")
+    with pytest.raises(config.ConfigError):
+        config.load(raw, "dev", str(tmp_path), tls_probe=probe)

@@ -2,6 +2,7 @@
 resource types and their inputs (the vLLM argv, ports, mounts), and where secrets go."""
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -60,7 +61,7 @@ def test_components_and_real_provider_types(dev):
         "rustfs-vllm:index:ServingStack", "rustfs-vllm:storage:S3Server", "rustfs-vllm:storage:Bucket",
         "rustfs-vllm:storage:ModelUpload", "rustfs-vllm:serving:RcloneMount", "rustfs-vllm:serving:VllmServer",
         "rustfs-vllm:serving:SmokeTest", "rustfs-vllm:serving:ReadinessWait", "rustfs-vllm:serving:MountRoot",
-        CONTAINER, IMAGE, VOLUME, COMMAND,
+        "rustfs-vllm:serving:MountCache", CONTAINER, IMAGE, VOLUME, COMMAND,
         "pulumi-python:dynamic/rustfs-vllm:Bucket", "pulumi-python:dynamic/rustfs-vllm:ModelUpload",
         "pulumi-python:dynamic/rustfs-vllm:Completion", "pulumi-python:dynamic/rustfs-vllm:CredentialCheck"])
     # no hand-written container or command provider is left
@@ -190,7 +191,19 @@ def test_volume_is_retained_and_containers_replace_delete_first(tmp_path):
     assert seen["s3-container"][1] is True and seen["vllm-opt-125m-container"][1] is True
     assert seen["mount-opt-125m-command"][1] is True         # one mount point: unmount first
     assert seen["mount-root-command"][1] is True
+    assert seen["mount-cache-command"][1] is True
 
+
+def test_the_cache_is_purged_or_reported_after_every_mount_is_gone(dev, tmp_path):
+    cfg = dev_config(tmp_path)
+    cache = dev.one(COMMAND, "mount-cache")
+    assert cache.plain("delete").endswith("rclone-mount cache-down")
+    assert cache.plain("environment") == {"RV_CACHE_ROOT": cfg.mount_cache_dir, "RV_PURGE": "0"}
+    assert cache.plain("triggers") == [cfg.mount_cache_dir]
+    [model_mount] = [m for m in dev.by_type(COMMAND) if m.name == "mount-opt-125m-command"]
+    assert cache.urn in model_mount.dependencies          # destroy removes the mounts first
+    purged = build(dataclasses.replace(cfg, purge_on_destroy=True))
+    assert purged.one(COMMAND, "mount-cache").plain("environment")["RV_PURGE"] == "1"
 
 def test_manifest_is_an_input(dev, tmp_path):
     upload = dev.one("dynamic/rustfs-vllm:ModelUpload")
@@ -275,7 +288,7 @@ def test_each_model_has_its_own_chain(prod):
         assert not any(v in text for v in b_values), f"{name} holds something of model b"
     mounts = prod.by_type(COMMAND)
     assert sorted(m.name for m in mounts if m.name.startswith("mount-")) == [
-        "mount-a-command", "mount-b-command", "mount-root-command"]
+        "mount-a-command", "mount-b-command", "mount-cache-command", "mount-root-command"]
     for m in ("a", "b"):
         assert prod.one(COMMAND, f"mount-{m}").plain("environment")["RV_SOURCE"].endswith(f"/{m}")
     # the root holds no model at all
