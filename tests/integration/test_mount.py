@@ -323,3 +323,14 @@ def test_cache_down_reports_or_purges_only_what_rclone_made(tmp_path):
     (cache / "mine").rmdir()
     assert "removed" in run_script("cache-down", {**env, "RV_PURGE": "1"}) and not cache.exists()
     assert f"no rclone VFS cache at {cache}" in run_script("cache-down", {**env, "RV_PURGE": "1"})
+
+
+def test_rclone_that_exits_fails_the_mount_at_once_in_its_own_words(commands, s3_server, bucket, root, tmp_path):
+    env = mount_env(s3_server, root, tmp_path, RV_FLAGS="--vfs-cache-mode\nbogus", RV_WAIT_SECONDS="60")
+    started = time.monotonic()
+    with pytest.raises(grpc.RpcError) as info:
+        commands.create(props(env))
+    assert time.monotonic() - started < 20, "waited for the deadline instead of noticing rclone exit"
+    assert "rclone exited instead of mounting" in info.value.details() and "bogus" in info.value.details()
+    assert layout.mounted_at(str(root / "m1")) is None and not (root / "m1").exists()
+    assert not pids(f"rclone mount ITEST:models/m1 {root / 'm1'} ") and not pids(f"rustfs-vllm-mount-supervisor {root / 'm1'} ")
