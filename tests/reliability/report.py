@@ -26,9 +26,13 @@ run's results.
 {also}## Recovery after an interrupted `pulumi up`
 
 - **SIGINT** (Ctrl-C): Pulumi lets the operations in flight finish and stops; run `pulumi up` again.
-- **SIGKILL** (or a lost machine): the stack stays locked and the state may list pending
-  operations. Run `pulumi cancel` (releases the lock), `pulumi refresh` (reconciles the state with
-  the machine and the bucket), then `pulumi up`: it converges, sending only what is missing.
+- **SIGKILL** (or a lost machine): the program's own plugins (language host, dynamic-provider
+  host, offline stand-ins) see the engine gone and exit within a second, so a cut-off upload stops
+  sending; the rclone mounts already made stay (they belong to the stack). The stack stays locked
+  and the state may list pending operations. Run `pulumi cancel --yes` (releases the lock),
+  `pulumi refresh --yes --clear-pending-creates` (reconciles the state with the machine and the
+  bucket, and drops creates that never finished, which would otherwise warn on every run), then
+  `pulumi up`: it converges, sending only what is missing. The SIGKILL row below checks all of it.
 - **A dead rclone** is mounted again by its supervisor within about 2 s; the running vLLM
   containers read through the new mount (they bind the shared mount root with `rslave`). If the
   supervisor died too, the next `pulumi preview`/`pulumi up` notices (a warning `the rclone mount at
@@ -40,6 +44,15 @@ run's results.
 
 FAULTS = """
 ## Faults, secrets and data safety
+"""
+
+TLS = """
+## TLS with a private CA, and failures that clean up
+
+`tests/reliability/test_tls_and_cleanup.py`, one stack through the real engine against an S3
+endpoint on HTTPS on loopback: `rclone serve s3` (the stand-in, **not RustFS**, in every run) with
+a certificate from a CA the test makes. After each failure the test looks at `/proc/mounts`, the
+process list and Docker.
 """
 
 
@@ -71,6 +84,12 @@ def main() -> None:
     lines += [FAULTS, "| case | result | detail |", "| --- | --- | --- |"]
     for r in faults:
         lines.append(f"| {r['case']} | {r['result']} | {r['detail'].replace('|', '/')} |")
+    tls_file = state / "reliability-tls-cleanup-standin.json"
+    if tls_file.exists():
+        lines += [TLS, "| case | fails at | result | detail |", "| --- | --- | --- | --- |"]
+        for r in json.loads(tls_file.read_text()):
+            detail = r["detail"].replace("|", "/").replace("`", "'")
+            lines.append(f"| {r['case']} | {r['stage']} | {r['result']} | `{detail}` |")
     lines.append(f"\n_Last run: {time.strftime('%Y-%m-%d %H:%M %Z')}._\n")
     (ROOT / "docs" / "RELIABILITY.md").write_text("\n".join(lines))
 

@@ -176,7 +176,10 @@ def test_sigkill_mid_upload_then_cancel_refresh_up_converges(world):
     deadline = time.monotonic() + 300
     while not changed_names() and time.monotonic() < deadline:
         time.sleep(0.02)
-    run = descendants(proc.pid)   # the language host, the program, the provider plugins
+    # the language host, the program, the provider plugins and what they run; not the rclone
+    # mounts already made (each under its supervisor): they belong to the stack, not to the run
+    run = {pid: cmd for pid, cmd in descendants(proc.pid).items()
+           if "rustfs-vllm-mount-supervisor" not in cmd and " mount " not in cmd.replace("rclone-mount mount", "")}
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
     killed_at = time.monotonic()
