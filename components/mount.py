@@ -10,7 +10,10 @@ Layout (what users see is the guide's: ``<mountPath>/<prefix>/config.json``):
   removing or changing one model touches only that model's mount; re-mounting one (new
   credentials, flags, a dead rclone) reaches its running container without replacing it.
 
-Both are pulumi-command ``local.Command``s running ``scripts/rclone-mount``. Credentials reach rclone
+- ``MountCache``: the stack's rclone VFS cache folder (``mountCacheDir``); deleted after every
+  mount, it removes what rclone cached (``purgeOnDestroy``) or says where the cache is and how big.
+
+All are pulumi-command ``local.Command``s running ``scripts/rclone-mount``. Credentials reach rclone
 through RCLONE_CONFIG_<REMOTE>_* variables in the command's secret ``environment``, never argv.
 A model mount's ``triggers`` hold what needs a new mount (endpoint, bucket, prefix, path, cache,
 flags, rclone binary) and the model's revision: an updated model gets a fresh rclone, and the
@@ -40,6 +43,20 @@ SCRIPT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))
 HASHED_BELOW = 16 * 2**20   # files smaller than this are checked by sha256 through the mount
 
 
+def script_command(owner: pulumi.Resource, name: str, up: str, down: str, environment: pulumi.Input[Mapping[str, str]],
+                   triggers: list, opts: Optional[pulumi.ResourceOptions]) -> command.local.Command:
+    """``scripts/rclone-mount <up>`` on create, ``<down>`` on delete (first, when replaced: the same
+    path is reused), as a child of ``owner`` with the component's own dependencies."""
+    return command.local.Command(
+        f"{name}-command",
+        create=f"{SCRIPT} {up}",
+        delete=f"{SCRIPT} {down}",
+        environment=environment,
+        triggers=triggers,
+        opts=pulumi.ResourceOptions(parent=owner, delete_before_replace=True,
+                                    depends_on=opts.depends_on if opts else None))
+
+
 @dataclass
 class MountRootArgs:
     path: str
@@ -50,14 +67,7 @@ class MountRoot(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: MountRootArgs, opts: Optional[pulumi.ResourceOptions] = None) -> None:
         super().__init__("rustfs-vllm:serving:MountRoot", name, None, opts)
-        self.command = command.local.Command(
-            f"{name}-command",
-            create=f"{SCRIPT} root-up",
-            delete=f"{SCRIPT} root-down",
-            environment={"RV_ROOT": args.path},
-            triggers=[args.path],
-            opts=pulumi.ResourceOptions(parent=self, delete_before_replace=True,
-                                        depends_on=opts.depends_on if opts else None))
+        self.command = script_command(self, name, "root-up", "root-down", {"RV_ROOT": args.path}, [args.path], opts)
         self.path = pulumi.Output.from_input(args.path)
         self.register_outputs({"path": self.path})
 
@@ -75,13 +85,9 @@ class MountCache(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: MountCacheArgs, opts: Optional[pulumi.ResourceOptions] = None) -> None:
         super().__init__("rustfs-vllm:serving:MountCache", name, None, opts)
-        self.command = command.local.Command(
-            f"{name}-command",
-            create=f"{SCRIPT} cache-up",
-            delete=f"{SCRIPT} cache-down",
-            environment={"RV_CACHE_ROOT": args.path, "RV_PURGE": "1" if args.purge else "0"},
-            triggers=[args.path],
-            opts=pulumi.ResourceOptions(parent=self, delete_before_replace=True))
+        self.command = script_command(self, name, "cache-up", "cache-down",
+                                      {"RV_CACHE_ROOT": args.path, "RV_PURGE": "1" if args.purge else "0"},
+                                      [args.path], opts)
         self.register_outputs({})
 
 
@@ -148,16 +154,11 @@ class RcloneMount(pulumi.ComponentResource):
             f"RCLONE_CONFIG_{r}_FORCE_PATH_STYLE": "true",
             f"RCLONE_CONFIG_{r}_ACCESS_KEY_ID": v[2], f"RCLONE_CONFIG_{r}_SECRET_ACCESS_KEY": v[3],
         })
-        self.command = command.local.Command(
-            f"{name}-command",
-            create=f"{SCRIPT} mount",
-            delete=f"{SCRIPT} unmount",
-            environment=pulumi.Output.secret(env),
-            triggers=[args.endpoint, args.bucket, args.prefix, mount_path, args.cache_dir, list(args.flags),
-                      args.rclone, f"generation-{gen}", args.revision,
-                      # a new CA (path or content) needs a new rclone; absent when unset (old stacks: no diff)
-                      *([f"ca-{args.ca_bundle}-{tls.fingerprint(args.ca_bundle)}"] if args.ca_bundle else [])],
-            opts=pulumi.ResourceOptions(parent=self, delete_before_replace=True,
-                                        depends_on=opts.depends_on if opts else None))
+        self.command = script_command(
+            self, name, "mount", "unmount", pulumi.Output.secret(env),
+            [args.endpoint, args.bucket, args.prefix, mount_path, args.cache_dir, list(args.flags),
+             args.rclone, f"generation-{gen}", args.revision,
+             # a new CA (path or content) needs a new rclone; absent when unset (old stacks: no diff)
+             *([f"ca-{args.ca_bundle}-{tls.fingerprint(args.ca_bundle)}"] if args.ca_bundle else [])], opts)
         self.path = pulumi.Output.from_input(mount_path)
         self.register_outputs({"path": self.path})
