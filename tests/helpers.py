@@ -48,17 +48,19 @@ def read(path: str | os.PathLike) -> bytes:
         return fh.read()
 
 
-def wait_http(url: str, timeout: float, any_status: bool = True) -> bool:
+def wait_http(url: str, timeout: float, any_status: bool = True, ca: str = "") -> bool:
     """True once ``url`` answers (any HTTP status with ``any_status``, else only 2xx/3xx) within
-    ``timeout`` seconds, False when it never did."""
+    ``timeout`` seconds, False when it never did. ``ca``: the CA file that verifies an https URL."""
+    import ssl
     import time
     import urllib.error
     import urllib.request
 
+    context = ssl.create_default_context(cafile=ca) if ca else None
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         try:
-            urllib.request.urlopen(url, timeout=1)
+            urllib.request.urlopen(url, timeout=1, context=context)
             return True
         except urllib.error.HTTPError:
             if any_status:

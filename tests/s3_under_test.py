@@ -17,8 +17,12 @@ import os
 import secrets
 import subprocess
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from tests.helpers import free_port, start_rclone_s3, wait_http
+
+if TYPE_CHECKING:
+    from tests.tls import Pki
 
 KIND = os.environ.get("RUSTFS_VLLM_TEST_S3", "standin")
 if KIND not in ("rustfs", "standin"):
@@ -66,8 +70,8 @@ def volume_objects(volume: str, kind: str = KIND) -> dict[str, tuple[int, int]]:
     return stored_objects(Path(docker.from_env().volumes.get(volume).attrs["Mountpoint"]), kind)
 
 
-def _wait_ready(endpoint: str) -> None:
-    if not wait_http(f"{endpoint}/health/ready", 60, any_status=False):
+def _wait_ready(endpoint: str, ca: str = "") -> None:
+    if not wait_http(f"{endpoint}/health/ready", 60, any_status=False, ca=ca):
         raise RuntimeError(f"RustFS at {endpoint} was not ready within 60 s")
 
 
@@ -77,13 +81,16 @@ class ExternalServer:
     way a server that never received its keys runs: on RustFS's default ``rustfsadmin`` pair (RustFS:
     no key given at all; the stand-in: given only that pair)."""
 
-    def __init__(self, tmp: Path, access: str, secret: str, keys: bool = True, kind: str = KIND) -> None:
+    def __init__(self, tmp: Path, access: str, secret: str, keys: bool = True, kind: str = KIND,
+                 tls: "Pki | None" = None) -> None:
         self.kind = kind
         if not keys:
             access = secret = "rustfsadmin"
         self.access, self.secret = access, secret
         self.port = free_port()
-        self.endpoint = f"http://127.0.0.1:{self.port}"
+        self.tls = tls                                   # serve HTTPS with this certificate (tests/tls.py)
+        self.ca = str(tls.ca) if tls else ""
+        self.endpoint = f"{'https' if tls else 'http'}://127.0.0.1:{self.port}"
         self.tmp = tmp
         self.proc: subprocess.Popen | None = None
         self.name = f"rvllm-test-rustfs-{secrets.token_hex(3)}"
@@ -96,14 +103,21 @@ class ExternalServer:
             folder.chmod(0o755)
             given = ["-v", f"{folder}:/run/keys:ro", "-e", "RUSTFS_ACCESS_KEY_FILE=/run/keys/access",
                      "-e", "RUSTFS_SECRET_KEY_FILE=/run/keys/secret"] if keys else []
+            if tls:   # RustFS serves HTTPS when RUSTFS_TLS_PATH holds rustfs_cert.pem and rustfs_key.pem
+                tls_dir = tmp / f"{self.name}-tls"
+                tls_dir.mkdir(mode=0o755)
+                for src, name in ((tls.cert, "rustfs_cert.pem"), (tls.key, "rustfs_key.pem")):
+                    (tls_dir / name).write_bytes(src.read_bytes())
+                    (tls_dir / name).chmod(0o444)          # a test key, readable by the image's uid 10001
+                given += ["-v", f"{tls_dir}:/tls:ro", "-e", "RUSTFS_TLS_PATH=/tls"]
             subprocess.run(["docker", "run", "-d", "--name", self.name, "-p", f"127.0.0.1:{self.port}:9000",
                             "-v", f"{self.name}-data:/data", *given, RUSTFS_IMAGE],
                            check=True, capture_output=True)
-            _wait_ready(self.endpoint)
+            _wait_ready(self.endpoint, self.ca)
         else:
             self.root = tmp / "s3data"
             self.root.mkdir()
-            self.proc = start_rclone_s3(self.root, self.port, access, secret)
+            self.proc = start_rclone_s3(self.root, self.port, access, secret, tls=self._tls_pair())
 
     def alive(self) -> bool:
         if self.kind == "rustfs":
@@ -122,9 +136,12 @@ class ExternalServer:
     def restart(self) -> None:
         if self.kind == "rustfs":
             subprocess.run(["docker", "start", self.name], check=True, capture_output=True)
-            _wait_ready(self.endpoint)
+            _wait_ready(self.endpoint, self.ca)
         else:
-            self.proc = start_rclone_s3(self.root, self.port, self.access, self.secret)
+            self.proc = start_rclone_s3(self.root, self.port, self.access, self.secret, tls=self._tls_pair())
+
+    def _tls_pair(self) -> "tuple[Path, Path] | None":
+        return (self.tls.cert, self.tls.key) if self.tls else None
 
     def remove(self) -> None:
         if self.kind == "rustfs":
@@ -137,7 +154,7 @@ class ExternalServer:
     def client(self):
         from components.providers import s3
 
-        return s3.client(self.endpoint, self.access, self.secret)
+        return s3.client(self.endpoint, self.access, self.secret, ca_bundle=self.ca)
 
     def objects(self, bucket: str) -> dict[str, tuple[int, str]]:
         """{key: (size, ETag)} as the server lists them (finished uploads only)."""

@@ -50,9 +50,8 @@ TLS = """
 ## TLS with a private CA, and failures that clean up
 
 `tests/reliability/test_tls_and_cleanup.py`, one stack through the real engine against an S3
-endpoint on HTTPS on loopback: `rclone serve s3` (the stand-in, **not RustFS**, in every run) with
-a certificate from a CA the test makes. After each failure the test looks at `/proc/mounts`, the
-process list and Docker.
+endpoint on HTTPS on loopback ({server}, serving TLS with a certificate from a CA the test makes).
+After each failure the test looks at `/proc/mounts`, the process list and Docker.
 """
 
 
@@ -84,9 +83,11 @@ def main() -> None:
     lines += [FAULTS, "| case | result | detail |", "| --- | --- | --- |"]
     for r in faults:
         lines.append(f"| {r['case']} | {r['result']} | {r['detail'].replace('|', '/')} |")
-    tls_file = state / "reliability-tls-cleanup-standin.json"
+    tls_kind = kind if (state / f"reliability-tls-cleanup-{kind}.json").exists() else other
+    tls_file = state / f"reliability-tls-cleanup-{tls_kind}.json"
     if tls_file.exists():
-        lines += [TLS, "| case | fails at | result | detail |", "| --- | --- | --- | --- |"]
+        server = SERVERS[tls_kind].split(";")[0]
+        lines += [TLS.format(server=server), "| case | fails at | result | detail |", "| --- | --- | --- | --- |"]
         for r in json.loads(tls_file.read_text()):
             detail = r["detail"].replace("|", "/").replace("`", "'")
             lines.append(f"| {r['case']} | {r['stage']} | {r['result']} | `{detail}` |")

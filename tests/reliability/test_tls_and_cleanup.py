@@ -1,7 +1,9 @@
 """TLS with a private CA, and failures that clean up after themselves, through the real engine.
 
-One stack, one S3 endpoint on HTTPS on loopback: `rclone serve s3` (the S3-compatible stand-in,
-NOT RustFS) with a certificate from a CA made by the test (tests/tls.py), the company-CA case.
+One stack, one S3 endpoint on HTTPS on loopback, with a certificate from a CA made by the test
+(tests/tls.py), the company-CA case: the server of tests/s3_under_test.py (real RustFS, local
+build, serving TLS from RUSTFS_TLS_PATH under `make test-rustfs`; else `rclone serve s3 --cert`,
+the S3-compatible stand-in, NOT RustFS).
 In order:
 
   preview without rustfsCaBundle -> preview with another CA -> up with the CA and a bad mount flag
@@ -24,16 +26,18 @@ import pytest
 from openai import OpenAI
 
 from components import layout
-from tests.helpers import ROOT, free_port, start_rclone_s3
+from tests import s3_under_test
+from tests.helpers import ROOT, free_port
 from tests.pulumi_cli import Stack
 from tests.reliability.conftest import ACCESS, SECRET, leftovers
+from tests.s3_under_test import ExternalServer
 from tests.tls import make_pki
 
 MODEL = ROOT / "models" / "SmolLM2-135M-Instruct"
 PREFIX = "SmolLM2-135M-Instruct"
 SERVED = "smollm2"
 BUCKET = "tls-models"
-RESULTS = ROOT / ".state" / "reliability-tls-cleanup-standin.json"
+RESULTS = ROOT / ".state" / f"reliability-tls-cleanup-{s3_under_test.KIND}.json"
 _results: list[dict] = []
 
 pytestmark = pytest.mark.skipif(not MODEL.joinpath("model.safetensors").exists(),
@@ -61,11 +65,8 @@ class World:
         self.tmp = tmp
         self.pki = make_pki(tmp / "pki", "company-ca")
         self.other_ca = make_pki(tmp / "other", "other-ca").ca
-        self.s3_root = tmp / "s3data"
-        self.s3_root.mkdir()
-        self.port = free_port()
-        self.server = start_rclone_s3(self.s3_root, self.port, ACCESS, SECRET, tls=(self.pki.cert, self.pki.key))
-        self.endpoint = f"https://127.0.0.1:{self.port}"
+        self.server = ExternalServer(tmp, ACCESS, SECRET, tls=self.pki)
+        self.endpoint = self.server.endpoint
         self.stack = Stack(ROOT, f"tls-{secrets.token_hex(3)}")
         self.mount = f"/mnt/{self.stack.name}"
         self.cache = tmp / "rclone-cache"
@@ -89,8 +90,7 @@ class World:
         self.stack.set("rustfsSecretKey", SECRET, secret=True)
 
     def objects(self) -> list[str]:
-        base = self.s3_root / BUCKET
-        return sorted(str(p.relative_to(base)) for p in base.rglob("*") if p.is_file()) if base.exists() else []
+        return sorted(self.server.objects(BUCKET))
 
     def containers(self) -> list:
         return docker.from_env().containers.list(all=True, filters={"label": f"rustfs-vllm.stack={self.stack.name}"})
@@ -103,8 +103,7 @@ def world(tmp_path_factory):
     yield w
     w.stack.run("destroy", "--yes", "--skip-preview", check=False)
     w.stack.remove()
-    w.server.terminate()
-    w.server.wait(timeout=10)
+    w.server.remove()
     RESULTS.parent.mkdir(exist_ok=True)
     RESULTS.write_text(json.dumps(_results, indent=2))
 
