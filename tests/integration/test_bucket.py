@@ -4,6 +4,7 @@ from __future__ import annotations
 import pytest
 
 from components.providers.bucket import BucketProvider
+from components.providers.errors import ProviderError
 
 
 def test_create_then_delete_when_empty(s3_server):
@@ -38,7 +39,7 @@ def test_bucket_with_data_is_kept(s3_server):
 
 def test_wrong_credentials_are_explained(s3_server):
     p = BucketProvider()
-    with pytest.raises(RuntimeError) as info:
+    with pytest.raises(ProviderError) as info:
         p.create({**s3_server.props(bucket="nope"), "secret_key": "not-the-secret-0001"})
     msg = str(info.value)
     assert "rejected the credentials" in msg and "rustfsSecretKey" in msg and "not-the-secret" not in msg
@@ -46,7 +47,7 @@ def test_wrong_credentials_are_explained(s3_server):
 
 def test_unreachable_endpoint_is_explained():
     p = BucketProvider()
-    with pytest.raises(RuntimeError) as info:
+    with pytest.raises(ProviderError) as info:
         p.create({"endpoint": "http://127.0.0.1:9", "access_key": "a" * 16, "secret_key": "b" * 16,
                   "bucket": "x-y-z"})
     assert "unreachable" in str(info.value) and "rustfsEndpoint" in str(info.value)

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from components.providers.credentials import check
+from components.providers.errors import ProviderError
 from tests.helpers import free_port, start_rclone_s3
 from tests.integration.conftest import ACCESS, SECRET
 
@@ -46,7 +47,7 @@ def test_configured_keys_work_and_defaults_are_refused(server):
 
 def test_a_server_on_rustfs_default_keys_is_named_as_the_cause(server):
     endpoint = server('"rustfsadmin,rustfsadmin"')
-    with pytest.raises(RuntimeError) as err:
+    with pytest.raises(ProviderError) as err:
         check(props(endpoint))
     msg = str(err.value)
     assert "accepts RustFS's default credentials 'rustfsadmin'" in msg and "never received the configured" in msg
@@ -56,20 +57,20 @@ def test_a_server_on_rustfs_default_keys_is_named_as_the_cause(server):
 
 def test_a_server_that_also_takes_the_defaults_is_refused(server):
     endpoint = server(f'"{ACCESS},{SECRET}","rustfsadmin,rustfsadmin"')
-    with pytest.raises(RuntimeError) as err:
+    with pytest.raises(ProviderError) as err:
         check(props(endpoint, kind="external"))
     assert "also RustFS's default credentials" in str(err.value)
 
 
 def test_wrong_keys_are_reported_as_wrong_keys(server):
     endpoint = server('"someone-else-key-0001,someone-else-secret-1"')
-    with pytest.raises(RuntimeError) as err:
+    with pytest.raises(ProviderError) as err:
         check(props(endpoint))
     assert "rejected the credentials" in str(err.value) and "rustfsAccessKey" in str(err.value)
     assert "default" not in str(err.value)
 
 
 def test_an_unreachable_endpoint_is_reported_as_such():
-    with pytest.raises(RuntimeError) as err:
+    with pytest.raises(ProviderError) as err:
         check(props(f"http://127.0.0.1:{free_port()}"))
     assert "is unreachable" in str(err.value)

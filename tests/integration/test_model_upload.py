@@ -8,6 +8,7 @@ import time
 import pytest
 
 from components import manifest as manifest_mod
+from components.providers.errors import ProviderError
 from components.providers.model_upload import ModelUploadProvider, list_prefix, verify
 from tests.helpers import make_model
 
@@ -134,7 +135,7 @@ def test_server_down_gives_a_clear_error(s3_server, model, tmp_path):
     pr = props(s3_server, model, tmp_path)
     s3_server.proc.terminate()
     s3_server.proc.wait()
-    with pytest.raises(RuntimeError) as info:
+    with pytest.raises(ProviderError) as info:
         ModelUploadProvider().create(pr)
     assert "unreachable" in str(info.value)
 
@@ -167,7 +168,7 @@ def test_upload_verification_rejects_a_wrong_server_etag(s3_server, model, tmp_p
     data = bytearray(target.read_bytes())
     data[5] ^= 0x01
     target.write_bytes(bytes(data))
-    with pytest.raises(RuntimeError) as info:
+    with pytest.raises(ProviderError) as info:
         put_file(s3_server.client(), "models", "m1/model.safetensors", str(target), pr["manifest"]["model.safetensors"], 2)
     assert "verification of s3://models/m1/model.safetensors failed" in str(info.value)
 
