@@ -27,3 +27,15 @@ def leftovers(stack_name: str, mount_path: str, volume: str) -> list[str]:
             if ours and (where == mount_path or where.startswith(mount_path + "/")):
                 found.append(f"{fstype} mount {where}")
     return found
+
+
+def tear_down(stack, server, results_file, results: list) -> None:
+    """After a module's stack: destroy it (whatever state it is in), remove it and its S3 server,
+    and write the module's results for docs/RELIABILITY.md."""
+    import json
+
+    stack.run("destroy", "--yes", "--skip-preview", check=False)
+    stack.remove()
+    server.remove()
+    results_file.parent.mkdir(exist_ok=True)
+    results_file.write_text(json.dumps(results, indent=2))

@@ -28,6 +28,7 @@ from openai import OpenAI
 from tests import s3_under_test
 from tests.helpers import ROOT, alive_of, descendants, free_port
 from tests.integration.conftest import ACCESS, SECRET
+from tests.reliability.conftest import tear_down
 from tests.s3_under_test import ExternalServer
 from tests.pulumi_cli import Stack
 
@@ -126,11 +127,7 @@ def world(tmp_path_factory):
     if not w.server.alive():
         w.restart_server()
     w.stack.run("cancel", "--yes", check=False)
-    w.stack.run("destroy", "--yes", "--skip-preview", check=False)
-    w.stack.remove()
-    w.server.remove()
-    RESULTS.parent.mkdir(exist_ok=True)
-    RESULTS.write_text(json.dumps(_results, indent=2))
+    tear_down(w.stack, w.server, RESULTS, _results)
 
 
 def test_s3_server_stops_mid_upload(world):

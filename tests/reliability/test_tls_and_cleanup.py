@@ -13,7 +13,6 @@ In order:
 """
 from __future__ import annotations
 
-import json
 import re
 import secrets
 import shutil
@@ -29,7 +28,7 @@ from components import layout
 from tests import s3_under_test
 from tests.helpers import ROOT, free_port
 from tests.pulumi_cli import Stack
-from tests.reliability.conftest import ACCESS, SECRET, leftovers
+from tests.reliability.conftest import ACCESS, SECRET, leftovers, tear_down
 from tests.s3_under_test import ExternalServer
 from tests.tls import make_pki
 
@@ -101,11 +100,7 @@ def world(tmp_path_factory):
     w = World(tmp_path_factory.mktemp("tls"))
     w.stack.init()
     yield w
-    w.stack.run("destroy", "--yes", "--skip-preview", check=False)
-    w.stack.remove()
-    w.server.remove()
-    RESULTS.parent.mkdir(exist_ok=True)
-    RESULTS.write_text(json.dumps(_results, indent=2))
+    tear_down(w.stack, w.server, RESULTS, _results)
 
 
 def test_preview_without_the_ca_fails_in_one_line_naming_endpoint_problem_and_key(world):
