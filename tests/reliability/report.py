@@ -28,7 +28,8 @@ run's results.
 - **SIGINT** (Ctrl-C): Pulumi lets the operations in flight finish and stops; run `pulumi up` again.
 - **SIGKILL** (or a lost machine): the program's own plugins (language host, dynamic-provider
   host, offline stand-ins) see the engine gone and exit within a second, so a cut-off upload stops
-  sending; the rclone mounts already made stay (they belong to the stack). The stack stays locked
+  sending, and they end the run's other plugins (the real Go plugins check the engine only every 5
+  minutes); the rclone mounts already made stay (they belong to the stack). The stack stays locked
   and the state may list pending operations. Run `pulumi cancel --yes` (releases the lock),
   `pulumi refresh --yes --clear-pending-creates` (reconciles the state with the machine and the
   bucket, and drops creates that never finished, which would otherwise warn on every run), then
