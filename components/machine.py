@@ -96,18 +96,10 @@ def volume_format(name: str) -> Optional[str]:
 
 def _rclone_serving(path: str) -> bool:
     """An rclone process whose argv mounts at ``path`` is running."""
-    target = os.path.realpath(path)
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit():
-            continue
-        try:
-            with open(f"/proc/{pid}/cmdline", "rb") as fh:
-                argv = fh.read().split(b"\0")
-        except OSError:
-            continue
-        if argv and os.path.basename(argv[0]) == b"rclone" and b"mount" in argv and target.encode() in argv:
-            return True
-    return False
+    from .procs import argvs
+
+    target = os.path.realpath(path).encode()
+    return any(os.path.basename(argv[0]) == b"rclone" and b"mount" in argv and target in argv for _, argv in argvs())
 
 
 def mount_alive(path: str) -> bool:

@@ -16,27 +16,20 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
 import threading
 import time
 from typing import Callable, Optional
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))   # the project
+from components.procs import argvs  # noqa: E402
 
 INTERVAL_S = 0.5
 
 
 def _carrying(address: str) -> list[int]:
     """Processes other than this one with ``address`` as one of their arguments."""
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit() or int(entry) == os.getpid():
-            continue
-        try:
-            with open(f"/proc/{entry}/cmdline", "rb") as fh:
-                args = fh.read().split(b"\0")
-        except OSError:
-            continue
-        if address.encode() in args:
-            found.append(int(entry))
-    return found
+    return [pid for pid, argv in argvs() if pid != os.getpid() and address.encode() in argv[1:]]
 
 
 def end_run(address: str, grace: float = 1.0) -> list[int]:
