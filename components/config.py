@@ -172,6 +172,7 @@ def load(raw: Mapping[str, Any], stack: str, project_dir: str,
     rustfs_console_enable = r.get("rustfsConsoleEnable", False, bool, "true or false")
     rustfs_volume = r.matching("rustfsVolume", f"{name_prefix}-data", NAME_RE,
                                "a Docker volume name: lower-case letters, digits, '.', '_' or '-'")
+    problems_before_endpoint = len(r.problems)
     endpoint_default = "" if s3_server == "external" else f"http://127.0.0.1:{rustfs_port}"
     rustfs_endpoint = r.get("rustfsEndpoint", endpoint_default, str, "an http(s)://HOST:PORT URL")
     if s3_server == "external" and not rustfs_endpoint:
@@ -186,8 +187,8 @@ def load(raw: Mapping[str, Any], stack: str, project_dir: str,
             r.bad("rustfsCaBundle", ca_bundle, problem)
         elif not rustfs_endpoint.startswith("https://"):
             r.bad("rustfsCaBundle", ca_bundle, f"set only with an https:// rustfsEndpoint (it is {rustfs_endpoint!r})")
-    if tls_probe is not None and rustfs_endpoint.startswith("https://") and not any(
-            p.startswith(("rustfs-vllm:rustfsCaBundle ", "rustfs-vllm:rustfsEndpoint ")) for p in r.problems):
+    endpoint_and_bundle_valid = len(r.problems) == problems_before_endpoint
+    if tls_probe is not None and rustfs_endpoint.startswith("https://") and endpoint_and_bundle_valid:
         problem = tls_probe(rustfs_endpoint, ca_bundle)
         if problem:
             r.problems.append(problem)

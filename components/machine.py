@@ -10,6 +10,8 @@ import socket
 import subprocess
 from typing import Callable, Optional
 
+from .procs import argvs
+
 # Images built on this host by scripts/build-images: no registry has them, so `up` cannot pull
 # them and a missing one is reported at preview. Any other image is pulled by `up` when missing.
 LOCAL_ONLY_PREFIXES = ("rustfs-vllm/",)
@@ -96,8 +98,6 @@ def volume_format(name: str) -> Optional[str]:
 
 def _rclone_serving(path: str) -> bool:
     """An rclone process whose argv mounts at ``path`` is running."""
-    from .procs import argvs
-
     target = os.path.realpath(path).encode()
     return any(os.path.basename(argv[0]) == b"rclone" and b"mount" in argv and target in argv for _, argv in argvs())
 

@@ -157,7 +157,7 @@ def put_file(c: Any, bucket: str, key: str, path: str, want: dict[str, Any], par
     etag = etag.strip('"')
     if etag not in (want["etag"], want["md5"]):
         raise ProviderError(f"verification of s3://{bucket}/{key} failed: the server's ETag {etag} is not the "
-                           f"expected {want['etag']} (size {size}); the object was corrupted in transit")
+                            f"expected {want['etag']} (size {size}); the object was corrupted in transit")
     return size
 
 
@@ -204,7 +204,7 @@ def sync(props: dict[str, Any], old_manifest: dict[str, Any] | None = None) -> d
         st = os.stat(full)
         if st.st_size != manifest[rel]["size"]:
             raise ProviderError(f"{full} changed since the preview (size {st.st_size}, manifest "
-                               f"{manifest[rel]['size']}); run `pulumi up` again")
+                                f"{manifest[rel]['size']}); run `pulumi up` again")
         size = put_file(c, bucket, _key(prefix, rel), full, manifest[rel], part_workers, progress.add)
         progress.add(files=1)
         return size

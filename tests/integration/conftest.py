@@ -43,3 +43,26 @@ def s3_server(tmp_path):
     yield server
     proc.terminate()
     proc.wait(timeout=10)
+
+
+@pytest.fixture(scope="module")
+def commands():
+    """The command plugin, for tests that run scripts/rclone-mount as the engine does."""
+    from tests.integration.mounting import Commands
+
+    m = Commands()
+    yield m
+    m.plugin.close()
+
+
+@pytest.fixture
+def root(commands, tmp_path):
+    """A mount root made (and removed after the test) by the plugin."""
+    from components import layout
+    from tests.integration.mounting import root_props
+
+    path = tmp_path / "root"
+    id_, state = commands.create(root_props(path))
+    yield path
+    commands.delete(id_, state)
+    assert not path.exists() or not layout.is_self_bind(str(path))

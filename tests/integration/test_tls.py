@@ -21,7 +21,7 @@ from components.providers.errors import ProviderError
 from components.providers.model_upload import ModelUploadProvider
 from tests.helpers import free_port, make_model, start_rclone_s3
 from tests.integration.conftest import ACCESS, SECRET, S3Server
-from tests.integration.test_mount import commands, mount_env, pids, props, root  # noqa: F401 - fixtures
+from tests.integration.mounting import mount_env, pids, props
 from tests.tls import make_pki
 
 
@@ -101,7 +101,7 @@ def tls_bucket(https_server, pki):
 
 
 @pytest.mark.skipif(not os.path.exists("/dev/fuse"), reason="no /dev/fuse on this host")
-def test_mount_with_the_bundle_serves_the_model(commands, https_server, tls_bucket, root, tmp_path, pki):  # noqa: F811
+def test_mount_with_the_bundle_serves_the_model(commands, https_server, tls_bucket, root, tmp_path, pki):
     env = mount_env(https_server, root, tmp_path, RV_CA_CERT=str(pki.ca))
     id_, outs = commands.create(props(env))
     try:
@@ -115,7 +115,7 @@ def test_mount_with_the_bundle_serves_the_model(commands, https_server, tls_buck
 
 
 @pytest.mark.skipif(not os.path.exists("/dev/fuse"), reason="no /dev/fuse on this host")
-def test_mount_without_the_bundle_fails_with_rclones_words_and_leaves_nothing(commands, https_server, tls_bucket,  # noqa: F811
+def test_mount_without_the_bundle_fails_with_rclones_words_and_leaves_nothing(commands, https_server, tls_bucket,
                                                                               root, tmp_path):
     env = mount_env(https_server, root, tmp_path, RV_WAIT_SECONDS="8")
     with pytest.raises(grpc.RpcError) as info:

@@ -175,8 +175,10 @@ def test_sigkill_mid_upload_then_cancel_refresh_up_converges(world):
         time.sleep(0.02)
     # the language host, the program, the provider plugins and what they run; not the rclone
     # mounts already made (each under its supervisor): they belong to the stack, not to the run
-    run = {pid: cmd for pid, cmd in descendants(proc.pid).items()
-           if "rustfs-vllm-mount-supervisor" not in cmd and " mount " not in cmd.replace("rclone-mount mount", "")}
+    def the_stacks_mount(cmd: str) -> bool:   # an rclone mount or its supervisor, not the script making it
+        return "rustfs-vllm-mount-supervisor" in cmd or (" mount " in cmd and "scripts/rclone-mount" not in cmd)
+
+    run = {pid: cmd for pid, cmd in descendants(proc.pid).items() if not the_stacks_mount(cmd)}
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
     killed_at = time.monotonic()
