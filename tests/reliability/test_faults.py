@@ -242,6 +242,8 @@ def test_no_credential_in_state_ps_logs_outputs_inspect_or_rclone_files(world):
         "rclone logs": "\n".join(p.read_text(errors="replace") for p in
                                   (ROOT / ".state" / "logs").glob(f"rclone-{world.stack.name}-*.log")),
         "config file": (ROOT / f"Pulumi.{world.stack.name}.yaml").read_text(),
+        # the provider host's tracebacks (the S3 server killed mid-upload, above, wrote one)
+        "providers.log": (ROOT / ".state" / "logs" / "providers.log").read_text(errors="replace"),
     }
     for where, text in places.items():
         for cred in creds:
