@@ -10,7 +10,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Optional
 
-from . import layout, tls
+from . import hosts as hosts_mod, layout, tls
+from .hosts import HostSpec
 
 NAMESPACE = "rustfs-vllm"
 
@@ -57,6 +58,7 @@ class ModelSpec:
     extra_args: tuple[str, ...] = ()
     env: Mapping[str, str] = field(default_factory=dict)   # over vllmEnv, for this model's container only
     gpus: Optional[str] = None                               # None: vllmGpus
+    hosts: tuple[str, ...] = ()                              # the hosts it runs on (names)
 
 
 @dataclass(frozen=True)
@@ -94,6 +96,8 @@ class StackConfig:
     smoke_max_tokens: int
     state_dir: str
     uses_default_credentials: bool = field(default=False)
+    hosts: tuple[HostSpec, ...] = ()          # the serving hosts; one implicit local host by default
+    ssh_private_key: str = ""                 # sshPrivateKey: reaches every remote host ("" = agent/~/.ssh)
 
 
 class _Reader:
@@ -152,12 +156,13 @@ def load(raw: Mapping[str, Any], stack: str, project_dir: str,
          image_present: Callable[[str], Optional[bool]] | None = None,
          fuse_available: Callable[[], bool] | None = None,
          volume_format: Callable[[str], Optional[str]] | None = None,
-         tls_probe: Callable[[str, str], Optional[str]] | None = None) -> StackConfig:
+         tls_probe: Callable[[str, str], Optional[str]] | None = None,
+         host_probe: Callable[[tuple[HostSpec, ...], str], list[str]] | None = None) -> StackConfig:
     """Validate ``raw`` (config key without namespace -> value) into a StackConfig or raise ConfigError.
 
     ``port_in_use``, ``memory_bytes``, ``image_present``, ``fuse_available`` and ``volume_format``
-    look at the machine (components.machine), ``tls_probe`` at an https endpoint (components.tls);
-    left out, those checks are skipped.
+    look at the machine (components.machine), ``tls_probe`` at an https endpoint (components.tls),
+    ``host_probe`` logs in to the remote hosts (components.ssh); left out, those checks are skipped.
     """
     import os
 
@@ -265,11 +270,30 @@ def load(raw: Mapping[str, Any], stack: str, project_dir: str,
     if not 1 <= smoke_tokens <= 256:
         r.bad("smokeMaxTokens", smoke_tokens, "an integer 1-256")
 
-    if fuse_available is not None and not fuse_available():
+    from .machine import LOCAL_ONLY_PREFIXES
+    if r.raw.get("hosts") not in (None, []):   # [] is Pulumi.yaml's default: no hosts, this machine
+        hosts = hosts_mod.parse(r, r.raw["hosts"], name_prefix=name_prefix, mount_path=mount_path,
+                                mount_cache_dir=mount_cache, endpoint=rustfs_endpoint.rstrip("/"),
+                                vllm_image=vllm_image, bind_address=bind_address, gpus_re=GPUS_RE,
+                                mount_point_problem=layout.mount_point_problem,
+                                local_only=lambda image: image.startswith(LOCAL_ONLY_PREFIXES))
+    else:
+        hosts = [hosts_mod.implicit_host(bind_address=bind_address, mount_path=os.path.normpath(mount_path),
+                                         mount_cache_dir=os.path.normpath(mount_cache),
+                                         endpoint=rustfs_endpoint.rstrip("/"), vllm_image=vllm_image)]
+    ssh_key = r.get("sshPrivateKey", "", str, "an SSH private key (set it with --secret)")
+    if ssh_key and "PRIVATE KEY-----" not in ssh_key:
+        r.bad("sshPrivateKey", "<secret>", "an SSH private key in PEM/OpenSSH form (-----BEGIN ... PRIVATE KEY-----)")
+    if ssh_key and not any(not h.local for h in hosts):
+        r.bad("sshPrivateKey", "<secret>", "set only with a remote host in hosts (docker: ssh://...)")
+    if host_probe is not None and any(not h.local for h in hosts) and not r.problems:
+        r.problems.extend(host_probe(tuple(hosts), ssh_key))
+    if fuse_available is not None and any(h.local for h in hosts) and not fuse_available():
         r.bad("mountPath", mount_path, "a path on a host with FUSE: /dev/fuse is missing or not a character "
                                        "device (load the fuse module, or run the container with --device /dev/fuse)")
     if image_present is not None:
-        images = [("vllmImage", vllm_image)] + ([("rustfsImage", rustfs_image)] if s3_server != "external" else [])
+        images = ([("vllmImage", vllm_image)] if any(h.local and h.vllm_image == vllm_image for h in hosts) else []) \
+            + ([("rustfsImage", rustfs_image)] if s3_server != "external" else [])
         for key, image in images:
             if image_present(image) is False:
                 script = "scripts/build-rustfs-image" if image.startswith("rustfs-vllm/rustfs:") else "scripts/build-images"
@@ -290,14 +314,14 @@ def load(raw: Mapping[str, Any], stack: str, project_dir: str,
         r.bad("rustfsPort", rustfs_port, "a free port: another process already listens on it")
 
     state_dir = os.path.join(project_dir, ".state")
-    models = _models(r, project_dir, port_in_use, memory_bytes)
+    models = _models(r, project_dir, port_in_use, memory_bytes, hosts)
     taken = {rustfs_port} if s3_server != "external" else set()
     if s3_server == "rustfs" and rustfs_console_enable:
         taken.add(rustfs_console_port)
+    local_host = next((h.name for h in hosts if h.local), None)
     for m in models:
-        if m.port in taken:
-            r.bad(f"models[{m.name}].port", m.port, "a port not used by the S3 server or another model")
-        taken.add(m.port)
+        if local_host in m.hosts and m.port in taken:
+            r.bad(f"models[{m.name}].port", m.port, "a port not used by the S3 server")
 
     if r.problems:
         raise ConfigError(r.problems)
@@ -312,7 +336,7 @@ def load(raw: Mapping[str, Any], stack: str, project_dir: str,
         vllm_shm_size=shm, vllm_gpus=gpus, vllm_env=vllm_env, vllm_api_key=api_key,
         vllm_restart=restart, vllm_ready_timeout=ready_timeout, bind_address=bind_address,
         smoke_test=smoke, smoke_prompt=prompt, smoke_max_tokens=smoke_tokens, state_dir=state_dir,
-        uses_default_credentials=uses_default)
+        uses_default_credentials=uses_default, hosts=tuple(hosts), ssh_private_key=ssh_key)
 
 
 
@@ -329,7 +353,7 @@ def _env_map(r: "_Reader", key: str, raw: Any) -> dict[str, str]:
     return {str(k): str(v) for k, v in raw.items()}
 
 def _models(r: _Reader, project_dir: str, port_in_use: Callable[[str, int], bool] | None,
-            memory_bytes: Callable[[], int] | None) -> list[ModelSpec]:
+            memory_bytes: Callable[[], int] | None, hosts: list[HostSpec]) -> list[ModelSpec]:
     import os
 
     raw_models = r.get("models", None, list, "a list of model objects (name, source, ...)")
@@ -337,13 +361,13 @@ def _models(r: _Reader, project_dir: str, port_in_use: Callable[[str, int], bool
         r.bad("models", raw_models, "a non-empty list of models, each with at least name and source")
         return []
     allowed_fields = {"name", "source", "prefix", "port", "maxModelLen", "dtype",
-                      "gpuMemoryUtilization", "kvCacheSpaceGib", "extraArgs", "env", "gpus"}
+                      "gpuMemoryUtilization", "kvCacheSpaceGib", "extraArgs", "env", "gpus", "hosts"}
     models: list[ModelSpec] = []
     for i, m in enumerate(raw_models):
         key = f"models[{i}]"
         if not isinstance(m, dict):
             r.bad(key, m, "an object with name, source and optional prefix, port, maxModelLen, dtype, "
-                          "gpuMemoryUtilization, kvCacheSpaceGib, extraArgs, env, gpus")
+                          "gpuMemoryUtilization, kvCacheSpaceGib, extraArgs, env, gpus, hosts")
             continue
         for unknown in sorted(set(m) - allowed_fields):
             r.bad(f"{key}.{unknown}", m[unknown], f"a known field: {', '.join(sorted(allowed_fields))}")
@@ -367,11 +391,21 @@ def _models(r: _Reader, project_dir: str, port_in_use: Callable[[str, int], bool
             for problem in problems:
                 r.bad(f"{key}.source", source, problem)
             source_ok = not problems
+        all_hosts = [h.name for h in hosts]
+        on = m.get("hosts", all_hosts)
+        if not isinstance(on, list) or not on or not all(isinstance(n, str) for n in on) or len(set(on)) != len(on):
+            r.bad(f"{key}.hosts", on, f"a non-empty list of host names without repeats, from: {', '.join(all_hosts)}")
+            on = all_hosts
+        for n in on:
+            if n not in all_hosts:
+                r.bad(f"{key}.hosts", n, f"a host of rustfs-vllm:hosts: {', '.join(all_hosts)}")
+        on = [n for n in on if n in all_hosts] or all_hosts
+        local = [h for h in hosts if h.local and h.name in on]
         port = m.get("port", 8000 + i)
         if not isinstance(port, int) or isinstance(port, bool) or not 1 <= port <= 65535:
             r.bad(f"{key}.port", port, "an integer TCP port 1-65535")
             port = 8000 + i
-        elif port_in_use is not None and port_in_use(r.raw.get("bindAddress", "0.0.0.0"), port):
+        elif port_in_use is not None and local and port_in_use(local[0].bind_address, port):
             r.bad(f"{key}.port", port, "a free port: another process already listens on it")
         dtype = m.get("dtype", "float32")
         if dtype not in DTYPES:
@@ -415,11 +449,11 @@ def _models(r: _Reader, project_dir: str, port_in_use: Callable[[str, int], bool
         models.append(ModelSpec(name=name, source=source, prefix=prefix, port=port, max_model_len=max_len,
                                 dtype=dtype if dtype in DTYPES else "float32", gpu_memory_utilization=gmu,
                                 kv_cache_space_gib=kv, extra_args=tuple(extra),
-                                env=env, gpus=gpus))
+                                env=env, gpus=gpus, hosts=tuple(on)))
 
     seen_names: dict[str, int] = {}
     seen_prefixes: dict[str, str] = {}
-    seen_ports: dict[int, str] = {}
+    seen_ports: dict[tuple[str, int], str] = {}
     for m in models:
         if m.name in seen_names:
             r.bad(f"models[{m.name}].name", m.name, "a served name used by one model only (duplicate)")
@@ -429,7 +463,9 @@ def _models(r: _Reader, project_dir: str, port_in_use: Callable[[str, int], bool
             r.bad(f"models[{m.name}].prefix", m.prefix,
                   f"a prefix of its own: it collides with model {seen_prefixes[folded]!r}")
         seen_prefixes[folded] = m.name
-        if m.port in seen_ports:
-            r.bad(f"models[{m.name}].port", m.port, f"a port of its own: model {seen_ports[m.port]!r} uses it")
-        seen_ports[m.port] = m.name
+        for h in m.hosts:
+            if (h, m.port) in seen_ports:
+                r.bad(f"models[{m.name}].port", m.port,
+                      f"a port of its own on host {h!r}: model {seen_ports[(h, m.port)]!r} uses it there")
+            seen_ports[(h, m.port)] = m.name
     return models

@@ -100,18 +100,29 @@ def mounted_at(path: str) -> Optional[str]:
 
 
 def is_self_bind(path: str) -> bool:
-    """``path`` is a bind mount of itself (the mount root this program makes shared)."""
+    """``path`` is a bind mount of itself (the mount root this program makes shared): the mount at
+    ``path`` shows, from the same filesystem, exactly the folder its parent mount has there. (The
+    parent can itself be a bind mount, so the folder's path on its filesystem need not be ``path``.)"""
     target = os.path.realpath(path)
+    here = parent = None
     try:
         with open("/proc/self/mountinfo", encoding="utf-8") as fh:
             for line in fh:
                 parts = line.split()
-                if len(parts) > 4 and parts[4].replace("\\040", " ") == target and parts[3] != "/" \
-                        and target.endswith(parts[3].replace("\\040", " ")):
-                    return True  # the root field is relative to its filesystem: a tail of the path
+                if len(parts) < 5:
+                    continue
+                dev, root, point = parts[2], parts[3].replace("\\040", " "), parts[4].replace("\\040", " ")
+                if point == target:
+                    here = (dev, root)
+                elif (target + "/").startswith(point.rstrip("/") + "/") and \
+                        (parent is None or len(point) >= len(parent[2])):
+                    parent = (dev, root, point)
     except OSError:
         return False
-    return False
+    if here is None or parent is None:
+        return False
+    rel = target[len(parent[2].rstrip("/")):]
+    return here == (parent[0], parent[1].rstrip("/") + rel)
 
 
 def mount_point_problem(path: str) -> Optional[str]:

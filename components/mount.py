@@ -28,6 +28,7 @@ that one mount replaced and ``up`` mounts it again; the containers are not repla
 """
 from __future__ import annotations
 
+import base64
 import json
 import os
 import re
@@ -43,23 +44,54 @@ SCRIPT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))
 HASHED_BELOW = 16 * 2**20   # files smaller than this are checked by sha256 through the mount
 
 
+@dataclass(frozen=True)
+class RemoteHost:
+    """A serving host reached over SSH: its mount commands are pulumi-command ``remote.Command``s
+    running the copy of ``scripts/rclone-mount`` that HostTools put in ``tools_dir``."""
+    name: str
+    connection: command.remote.ConnectionArgs
+    tools_dir: str
+
+
+def env_stdin(environment: Mapping[str, str]) -> str:
+    """The script's environment as its standard input: ``NAME=<base64 of the value>`` lines.
+    Remote commands get it this way, never on their command line (``ps``) and never through SSH
+    Setenv (sshd refuses names its AcceptEnv does not list)."""
+    return "".join(f"{k}={base64.b64encode(str(v).encode()).decode()}\n" for k, v in sorted(environment.items()))
+
+
 def script_command(owner: pulumi.Resource, name: str, up: str, down: str, environment: pulumi.Input[Mapping[str, str]],
-                   triggers: list, opts: Optional[pulumi.ResourceOptions]) -> command.local.Command:
+                   triggers: list, opts: Optional[pulumi.ResourceOptions],
+                   remote: Optional[RemoteHost] = None) -> pulumi.CustomResource:
     """``scripts/rclone-mount <up>`` on create, ``<down>`` on delete (first, when replaced: the same
-    path is reused), as a child of ``owner`` with the component's own dependencies."""
+    path is reused), as a child of ``owner`` with the component's own dependencies; on a remote
+    host, the host's copy of the script over SSH, its environment on stdin."""
+    child = pulumi.ResourceOptions(parent=owner, delete_before_replace=True,
+                                   depends_on=opts.depends_on if opts else None)
+    if remote is not None:
+        script = f"{remote.tools_dir}/rclone-mount"
+        return command.remote.Command(
+            f"{name}-command",
+            connection=remote.connection,
+            create=f"{script} {up} --env-stdin",
+            delete=f"{script} {down} --env-stdin",
+            stdin=pulumi.Output.from_input(environment).apply(env_stdin),
+            add_previous_output_in_env=False,
+            triggers=triggers,
+            opts=child)
     return command.local.Command(
         f"{name}-command",
         create=f"{SCRIPT} {up}",
         delete=f"{SCRIPT} {down}",
         environment=environment,
         triggers=triggers,
-        opts=pulumi.ResourceOptions(parent=owner, delete_before_replace=True,
-                                    depends_on=opts.depends_on if opts else None))
+        opts=child)
 
 
 @dataclass
 class MountRootArgs:
     path: str
+    host: Optional[RemoteHost] = None
 
 
 class MountRoot(pulumi.ComponentResource):
@@ -67,7 +99,8 @@ class MountRoot(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: MountRootArgs, opts: Optional[pulumi.ResourceOptions] = None) -> None:
         super().__init__("rustfs-vllm:serving:MountRoot", name, None, opts)
-        self.command = script_command(self, name, "root-up", "root-down", {"RV_ROOT": args.path}, [args.path], opts)
+        self.command = script_command(self, name, "root-up", "root-down", {"RV_ROOT": args.path}, [args.path], opts,
+                                      args.host)
         self.path = pulumi.Output.from_input(args.path)
         self.register_outputs({"path": self.path})
 
@@ -76,6 +109,7 @@ class MountRoot(pulumi.ComponentResource):
 class MountCacheArgs:
     path: str                  # mountCacheDir: one rclone --cache-dir per model below it
     purge: bool = False        # purgeOnDestroy
+    host: Optional[RemoteHost] = None
 
 
 class MountCache(pulumi.ComponentResource):
@@ -87,7 +121,7 @@ class MountCache(pulumi.ComponentResource):
         super().__init__("rustfs-vllm:serving:MountCache", name, None, opts)
         self.command = script_command(self, name, "cache-up", "cache-down",
                                       {"RV_CACHE_ROOT": args.path, "RV_PURGE": "1" if args.purge else "0"},
-                                      [args.path], opts)
+                                      [args.path], opts, args.host)
         self.register_outputs({})
 
 
@@ -109,6 +143,8 @@ class RcloneMountArgs:
     log_file: str = "/dev/null"
     alive: Optional[Callable[[str], bool]] = None     # is a live rclone mount at this path?
     ca_bundle: str = ""                               # rustfsCaBundle: rclone --ca-cert
+    host: Optional[RemoteHost] = None                 # mounted on that host over SSH
+    remote_ca_path: str = ""                          # where the host has the CA bundle (HostTools)
 
 
 def remote_name(name_prefix: str) -> str:
@@ -148,7 +184,8 @@ class RcloneMount(pulumi.ComponentResource):
             "RV_RCLONE": args.rclone, "RV_REMOTE": r, "RV_SOURCE": f"{v[1]}/{args.prefix}", "RV_ROOT": args.root,
             "RV_MOUNT": mount_path, "RV_CACHE_DIR": args.cache_dir, "RV_FLAGS": "\n".join(args.flags),
             "RV_LOG": args.log_file, "RV_EXPECT": expect, "RV_MARKER": args.marker_file,
-            "RV_GENERATION": str(gen), **({"RV_CA_CERT": args.ca_bundle} if args.ca_bundle else {}),
+            "RV_GENERATION": str(gen),
+            **({"RV_CA_CERT": args.remote_ca_path or args.ca_bundle} if args.ca_bundle else {}),
             f"RCLONE_CONFIG_{r}_TYPE": "s3", f"RCLONE_CONFIG_{r}_PROVIDER": "Other",
             f"RCLONE_CONFIG_{r}_ENDPOINT": v[0], f"RCLONE_CONFIG_{r}_REGION": "us-east-1",
             f"RCLONE_CONFIG_{r}_FORCE_PATH_STYLE": "true",
@@ -159,6 +196,7 @@ class RcloneMount(pulumi.ComponentResource):
             [args.endpoint, args.bucket, args.prefix, mount_path, args.cache_dir, list(args.flags),
              args.rclone, f"generation-{gen}", args.revision,
              # a new CA (path or content) needs a new rclone; absent when unset (old stacks: no diff)
-             *([f"ca-{args.ca_bundle}-{tls.fingerprint(args.ca_bundle)}"] if args.ca_bundle else [])], opts)
+             *([f"ca-{args.ca_bundle}-{tls.fingerprint(args.ca_bundle)}"] if args.ca_bundle else [])], opts,
+            args.host)
         self.path = pulumi.Output.from_input(mount_path)
         self.register_outputs({"path": self.path})

@@ -26,6 +26,8 @@ class ReadinessWaitArgs:
     any_status: bool = False
     timeout: int = 600
     auth: pulumi.Input[str] = ""
+    docker_host: str = ""       # the container's Docker daemon when not this machine's (ssh://...)
+    ssh_bin: str = ""           # folder whose `ssh` reaches that host (components.ssh.wrapper)
 
 
 class ReadinessWait(pulumi.ComponentResource):
@@ -34,7 +36,8 @@ class ReadinessWait(pulumi.ComponentResource):
         env = pulumi.Output.from_input(args.auth).apply(lambda auth: {
             "RV_URL": args.url, "RV_CONTAINS": args.contains, "RV_ANY_STATUS": "1" if args.any_status else "0",
             "RV_TIMEOUT": str(args.timeout), "RV_CONTAINER": args.container_name,
-            **({"RV_AUTH": auth} if auth else {})})
+            **({"RV_AUTH": auth} if auth else {}),
+            **({"DOCKER_HOST": args.docker_host, "RV_SSH_BIN": args.ssh_bin} if args.docker_host else {})})
         self.command = command.local.Command(
             f"{name}-wait",
             create=SCRIPT,

@@ -18,7 +18,8 @@ KEYS: dict[str, str] = {
     "mountPath": "string", "mountCacheDir": "string", "mountFlags": "json", "rcloneBinary": "string",
     "vllmImage": "string", "vllmShmSize": "string", "vllmGpus": "string", "vllmEnv": "json",
     "vllmApiKey": "secret", "vllmRestart": "string", "vllmReadyTimeout": "integer", "bindAddress": "string",
-    "smokeTest": "boolean", "smokePrompt": "string", "smokeMaxTokens": "integer",
+    "smokeTest": "boolean", "smokePrompt": "string", "smokeMaxTokens": "integer", "hosts": "json",
+    "sshPrivateKey": "secret",
 }
 SECRET_KEYS = tuple(k for k, kind in KEYS.items() if kind == "secret")
 

@@ -1,7 +1,13 @@
 """ServingStack: the whole graph, from a validated StackConfig.
 
-    S3Server (ready) -> Bucket -> per model: ModelUpload -> RcloneMount -> VllmServer -> SmokeTest
-                                  MountRoot, MountCache (shared) --^
+    S3Server (ready) -> Bucket -> per model: ModelUpload
+                                  per host: MountRoot, MountCache -> per model on that host:
+                                            RcloneMount -> VllmServer -> SmokeTest
+
+A host is this machine (local commands, the local Docker socket) or a remote one: then its Docker
+is a pulumi-docker provider over ``ssh://``, its mounts are pulumi-command ``remote.Command``s,
+and HostTools puts the mount script there first. Every name of a host's resources starts with
+the host's name, except the implicit local host's (a stack without ``hosts`` keeps its URNs).
 
 Each model's chain is its own: adding, removing or changing one model replaces only that model's
 resources. Readiness and ordering are ``depends_on`` edges, not values threaded into inputs, so
@@ -15,16 +21,25 @@ from dataclasses import dataclass
 from typing import Optional
 
 import pulumi
+import pulumi_command as command
 import pulumi_docker as docker
 
-from . import machine
+from . import machine, ssh
 from .bucket import Bucket, BucketArgs
 from .config import StackConfig
+from .host_tools import HostTools, HostToolsArgs
+from .hosts import HostSpec
 from .model_upload import ModelUpload, ModelUploadArgs
-from .mount import MountCache, MountCacheArgs, MountRoot, MountRootArgs, RcloneMount, RcloneMountArgs, remote_name
+from .mount import (MountCache, MountCacheArgs, MountRoot, MountRootArgs, RcloneMount, RcloneMountArgs, RemoteHost,
+                    remote_name)
 from .s3_server import S3Server, S3ServerArgs
 from .smoke import SmokeTest, SmokeTestArgs
 from .vllm import VllmServer, VllmServerArgs
+
+
+# SSH connection attempts of a remote command before it fails (pulumi-command's default is 10, with
+# growing waits between them: minutes for a host that is down).
+DIAL_ATTEMPTS = 3
 
 
 @dataclass
@@ -62,48 +77,90 @@ class ServingStack(pulumi.ComponentResource):
                 purge=cfg.purge_on_destroy, store=store, ca_bundle=cfg.ca_bundle), after_server)
 
         os.makedirs(os.path.join(cfg.state_dir, "logs"), exist_ok=True)
+        self.ssh_files = ssh.files(cfg.state_dir, cfg.stack, cfg.ssh_private_key, cfg.hosts) \
+            if any(not h.local for h in cfg.hosts) else None
+        self.mount_roots: dict[str, MountRoot] = {}
+        # host -> model name -> server / smoke test
+        self.servers: dict[str, dict[str, VllmServer]] = {}
+        self.smoke: dict[str, dict[str, SmokeTest]] = {}
+        for host in cfg.hosts:
+            self._serve_on(host, cfg, access_key, secret_key)
+        self.mount_root = self.mount_roots[cfg.hosts[0].name]
+        self.register_outputs({})
+
+    def _serve_on(self, host: HostSpec, cfg: StackConfig, access_key: pulumi.Output[str],
+                  secret_key: pulumi.Output[str]) -> None:
+        """One host's part: mount root and cache, a read-only mount per model it serves, the vLLM
+        image, and per model a container, its readiness wait and its smoke completion. Names carry
+        the host's name (none for the implicit local host: the names stacks had before hosts)."""
+        p, models = host.prefix, [m for m in cfg.models if host.name in m.hosts]
+        remote: Optional[RemoteHost] = None
+        docker_opts = pulumi.ResourceOptions(parent=self)
+        ssh_bin = ""
+        after_bucket: list[pulumi.Resource] = [self.bucket]
+        if not host.local:
+            assert self.ssh_files is not None
+            connection = command.remote.ConnectionArgs(
+                host=host.ssh_host, port=host.ssh_port, user=host.ssh_user,
+                private_key=pulumi.Output.secret(cfg.ssh_private_key) if cfg.ssh_private_key else None,
+                host_key=host.host_key or None, dial_error_limit=DIAL_ATTEMPTS, per_dial_timeout=10)
+            provider = docker.Provider(f"{p}docker", host=host.docker_host,
+                                       ssh_opts=ssh.options(host, self.ssh_files),
+                                       opts=pulumi.ResourceOptions(parent=self))
+            docker_opts = pulumi.ResourceOptions(parent=self, provider=provider)
+            tools = HostTools(f"{p}host-tools", HostToolsArgs(
+                host=host.name, connection=connection, tools_dir=host.tools_dir, ca_bundle=cfg.ca_bundle),
+                pulumi.ResourceOptions(parent=self))
+            remote = RemoteHost(name=host.name, connection=connection, tools_dir=host.tools_dir)
+            after_bucket = [self.bucket, tools]
+            ssh_bin = ssh.wrapper(host, self.ssh_files)
         # The root is made only once the storage answers with our keys: a failed up leaves no mount.
-        self.mount_root = MountRoot("mount-root", MountRootArgs(path=cfg.mount_path),
-                                    pulumi.ResourceOptions(parent=self, depends_on=[self.bucket]))
+        root = MountRoot(f"{p}mount-root", MountRootArgs(path=host.mount_path, host=remote),
+                         pulumi.ResourceOptions(parent=self, depends_on=after_bucket))
+        self.mount_roots[host.name] = root
         # Deleted after every mount (they depend on it): destroy then purges or reports the cache.
-        self.mount_cache = MountCache("mount-cache", MountCacheArgs(path=cfg.mount_cache_dir, purge=cfg.purge_on_destroy),
-                                      pulumi.ResourceOptions(parent=self, depends_on=[self.bucket]))
-        self.mounts: dict[str, RcloneMount] = {}
-        for m in cfg.models:
+        cache = MountCache(f"{p}mount-cache", MountCacheArgs(path=host.mount_cache_dir, purge=cfg.purge_on_destroy,
+                                                             host=remote),
+                           pulumi.ResourceOptions(parent=self, depends_on=after_bucket))
+        mounts: dict[str, RcloneMount] = {}
+        for m in models:
             upload = self.uploads[m.name]
-            self.mounts[m.name] = RcloneMount(f"mount-{m.prefix}", RcloneMountArgs(
-                remote=remote_name(cfg.name_prefix), endpoint=endpoint, bucket=self.bucket.name, prefix=m.prefix,
-                access_key=access_key, secret_key=secret_key, root=cfg.mount_path,
-                cache_dir=os.path.join(cfg.mount_cache_dir, m.prefix), rclone=cfg.rclone_binary,
+            log_dir = f"{host.tools_dir}/logs" if remote else os.path.join(cfg.state_dir, "logs")
+            mounts[m.name] = RcloneMount(f"{p}mount-{m.prefix}", RcloneMountArgs(
+                remote=remote_name(cfg.name_prefix), endpoint=host.s3_endpoint, bucket=self.bucket.name,
+                prefix=m.prefix, access_key=access_key, secret_key=secret_key, root=host.mount_path,
+                cache_dir=os.path.join(host.mount_cache_dir, m.prefix), rclone="rclone" if remote else cfg.rclone_binary,
                 flags=cfg.mount_flags, manifest=upload.manifest, revision=upload.revision, ca_bundle=cfg.ca_bundle,
-                log_file=os.path.join(cfg.state_dir, "logs", f"rclone-{cfg.stack}-{m.prefix}.log"),
-                marker_file=os.path.join(cfg.state_dir, "mounts", cfg.stack, f"{m.prefix}.json"),
-                alive=machine.mount_alive), pulumi.ResourceOptions(parent=self, depends_on=[self.mount_root, self.mount_cache]))
+                log_file=f"{log_dir}/rclone-{cfg.stack}-{m.prefix}.log",
+                marker_file="" if remote else os.path.join(cfg.state_dir, "mounts", cfg.stack, f"{m.prefix}.json"),
+                alive=None if remote else machine.mount_alive, host=remote,
+                remote_ca_path=f"{host.tools_dir}/ca.pem" if remote and cfg.ca_bundle else ""),
+                pulumi.ResourceOptions(parent=self, depends_on=[root, cache]))
 
-        # One image resource for all models: pulled by `up` when missing, kept on destroy.
-        self.vllm_image = docker.RemoteImage("vllm-image", docker.RemoteImageArgs(
-            name=cfg.vllm_image, keep_locally=True), child)
-
-        self.servers: dict[str, VllmServer] = {}
-        self.smoke: dict[str, SmokeTest] = {}
-        for m in cfg.models:
-            server = VllmServer(f"vllm-{m.prefix}", VllmServerArgs(
+        # One image resource per host for all its models: pulled by `up` when missing, kept on destroy.
+        image = docker.RemoteImage(f"{p}vllm-image", docker.RemoteImageArgs(
+            name=host.vllm_image, keep_locally=True), docker_opts)
+        self.servers[host.name], self.smoke[host.name] = {}, {}
+        for m in models:
+            server = VllmServer(f"{p}vllm-{m.prefix}", VllmServerArgs(
                 stack=cfg.stack, container_name=f"{cfg.name_prefix}-vllm-{m.prefix.lower()}",
-                image_id=self.vllm_image.image_id,
+                image_id=image.image_id,
                 model_dir=f"/models/{m.prefix}", served_name=m.name, dtype=m.dtype, max_model_len=m.max_model_len,
-                port=m.port, mount_path=cfg.mount_path, revision=self.uploads[m.name].revision,
-                bind_address=cfg.bind_address,
+                port=m.port, mount_path=host.mount_path, revision=self.uploads[m.name].revision,
+                bind_address=host.bind_address,
                 gpu_memory_utilization=m.gpu_memory_utilization, kv_cache_space_gib=m.kv_cache_space_gib,
                 extra_args=m.extra_args, env={**cfg.vllm_env, **m.env}, api_key=pulumi.Output.secret(cfg.vllm_api_key),
-                has_api_key=bool(cfg.vllm_api_key),
-                shm_size=cfg.vllm_shm_size, gpus=cfg.vllm_gpus if m.gpus is None else m.gpus, restart=cfg.vllm_restart,
-                ready_timeout=cfg.vllm_ready_timeout),
-                pulumi.ResourceOptions(parent=self, depends_on=[self.mount_root, self.mounts[m.name]]))
-            self.servers[m.name] = server
+                has_api_key=bool(cfg.vllm_api_key), shm_size=cfg.vllm_shm_size,
+                gpus=m.gpus if m.gpus is not None else host.gpus if host.gpus is not None else cfg.vllm_gpus,
+                restart=cfg.vllm_restart, ready_timeout=cfg.vllm_ready_timeout,
+                address="" if host.implicit else host.address,
+                docker_host=host.docker_host, ssh_bin=ssh_bin),
+                pulumi.ResourceOptions(parent=self, depends_on=[root, mounts[m.name]],
+                                       providers=[docker_opts.provider] if docker_opts.provider else None))
+            self.servers[host.name][m.name] = server
             if cfg.smoke_test:
-                self.smoke[m.name] = SmokeTest(f"smoke-{m.prefix}", SmokeTestArgs(
+                self.smoke[host.name][m.name] = SmokeTest(f"{p}smoke-{m.prefix}", SmokeTestArgs(
                     base_url=server.base_url, model=m.name, container_id=server.container_id,
                     prompt=cfg.smoke_prompt, max_tokens=cfg.smoke_max_tokens,
                     api_key=pulumi.Output.secret(cfg.vllm_api_key)),
                     pulumi.ResourceOptions(parent=self, depends_on=[server.ready]))
-        self.register_outputs({})

@@ -53,6 +53,9 @@ class VllmServerArgs:
     gpus: str = ""
     restart: str = "unless-stopped"
     ready_timeout: int = 900
+    address: str = ""                 # where this machine reaches the published port ("" = from bind_address)
+    docker_host: str = ""             # a remote host's Docker (ssh://...), for the readiness wait's CLI
+    ssh_bin: str = ""
 
 
 def vllm_argv(args: VllmServerArgs) -> list[str]:
@@ -112,13 +115,14 @@ class VllmServer(pulumi.ComponentResource):
             restart=args.restart,
         ), pulumi.ResourceOptions(parent=self, delete_before_replace=True,
                                   depends_on=opts.depends_on if opts else None))
+        host = args.address or ("127.0.0.1" if args.bind_address in ("0.0.0.0", "127.0.0.1") else args.bind_address)
+        # this machine's own servers are polled on loopback (as before); a remote host's at its address
         self.ready = ReadinessWait(f"{name}-ready", ReadinessWaitArgs(
             container_id=self.container.id, container_name=args.container_name,
-            url=f"http://127.0.0.1:{args.port}/v1/models", contains=f'"{args.served_name}"',
-            timeout=args.ready_timeout,
+            url=f"http://{args.address or '127.0.0.1'}:{args.port}/v1/models", contains=f'"{args.served_name}"',
+            timeout=args.ready_timeout, docker_host=args.docker_host, ssh_bin=args.ssh_bin,
             auth=api_key.apply(lambda k: f"Bearer {k}" if k else "") if args.has_api_key else ""),
             pulumi.ResourceOptions(parent=self))
-        host = "127.0.0.1" if args.bind_address in ("0.0.0.0", "127.0.0.1") else args.bind_address
         self.base_url = pulumi.Output.from_input(f"http://{host}:{args.port}/v1")
         self.served_name = pulumi.Output.from_input(args.served_name)
         self.container_id = self.container.id

@@ -20,8 +20,9 @@ property names, defaults and replace-on-change behaviour as read from its v5.1.0
 - `docker:index/volume:Volume`: `name`, `driver`, `driverOpts`, `labels` (all replace). Create
   adopts an existing volume of that name, as Docker does; refresh drops a volume that is gone.
 
-Provider configuration: `host` (e.g. unix:///var/run/docker.sock, tcp://..., ssh://user@host),
-else DOCKER_HOST, else the local socket. Any other property fails at check with a message that
+Provider configuration: `host` (e.g. unix:///var/run/docker.sock, tcp://..., ssh://user@host[:port]),
+else DOCKER_HOST, else the local socket; `sshOpts` (extra OpenSSH client options for an ssh:// host,
+e.g. `-i key -o StrictHostKeyChecking=yes`; the real provider passes them to `ssh` too). Any other property fails at check with a message that
 names it and says this is the stand-in.
 """
 from __future__ import annotations
@@ -38,14 +39,101 @@ VERSION = "5.1.0"
 STANDIN = "the offline stand-in for pulumi-docker"
 
 
+class DialStdioBridge:
+    """An ssh:// Docker host as a local unix socket: each connection to the socket runs
+    ``ssh <sshOpts> -l USER -p PORT HOST docker system dial-stdio`` and pipes bytes both ways, as
+    Docker's own connection helper does (and pulumi-docker's with sshOpts). docker-py's shell-out
+    cannot be used in a gRPC server: it forks with a preexec_fn, and the child never reaches exec."""
+
+    def __init__(self, url: str, opts: list[str]) -> None:
+        import atexit
+        import shutil
+        import socket
+        import tempfile
+        import threading
+        from urllib.parse import urlparse
+
+        u = urlparse(url)
+        self.argv = [shutil.which("ssh") or "/usr/bin/ssh", *opts, *(["-l", u.username] if u.username else []),
+                     "-p", str(u.port or 22), "--", u.hostname or "", "docker system dial-stdio"]
+        self.folder = tempfile.mkdtemp(prefix="rv-docker-ssh-")
+        atexit.register(shutil.rmtree, self.folder, True)
+        self.path = os.path.join(self.folder, "docker.sock")
+        self.last_error = ""
+        self.server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.server.bind(self.path)
+        self.server.listen(16)
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        import threading
+
+        while True:
+            conn, _ = self.server.accept()
+            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
+
+    def _serve(self, conn: Any) -> None:
+        import subprocess
+        import threading
+
+        proc = subprocess.Popen(self.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+        def upstream() -> None:
+            try:
+                while chunk := conn.recv(65536):
+                    proc.stdin.write(chunk)
+                    proc.stdin.flush()
+            except OSError:
+                pass
+            finally:
+                try:
+                    proc.stdin.close()
+                except OSError:
+                    pass
+
+        def errors() -> None:
+            err = proc.stderr.read().decode(errors="replace").strip()
+            if err:
+                self.last_error = err.splitlines()[-1]
+
+        threads = [threading.Thread(target=upstream, daemon=True), threading.Thread(target=errors, daemon=True)]
+        for t in threads:
+            t.start()
+        try:
+            while chunk := proc.stdout.read1(65536):
+                conn.sendall(chunk)
+        except OSError:
+            pass
+        finally:
+            conn.close()
+            proc.wait()
+
+
+_bridges: dict[tuple[str, tuple[str, ...]], DialStdioBridge] = {}
+
+
 def client(config: dict[str, Any]) -> Any:
     import docker
 
     host = config.get("host") or os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
+    bridge = None
+    if host.startswith("ssh://"):
+        opts = config.get("sshOpts") or []
+        if isinstance(opts, str):   # provider inputs arrive JSON-encoded
+            import json
+            opts = json.loads(opts)
+        key = (host, tuple(opts))
+        if key not in _bridges:
+            _bridges[key] = DialStdioBridge(host, list(opts))
+        bridge = _bridges[key]
     try:
-        return docker.DockerClient(base_url=host, timeout=300, use_ssh_client=host.startswith("ssh://"))
+        c = docker.DockerClient(base_url=f"unix://{bridge.path}" if bridge else host, timeout=300)
+        if bridge:
+            c.ping()
+        return c
     except Exception as exc:  # noqa: BLE001
-        raise ProviderError(f"cannot reach the Docker daemon at {host}: {exc}") from None
+        why = f"{exc}" + (f"; ssh: {bridge.last_error}" if bridge and bridge.last_error else "")
+        raise ProviderError(f"cannot reach the Docker daemon at {host}: {why}") from None
 
 
 def _errors() -> Any:

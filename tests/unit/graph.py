@@ -18,6 +18,7 @@ class Registered:
     dependencies: list[str]
     inputs: dict[str, Any]          # secrets as rpc secret wrappers
     secret_outputs: list[str]
+    provider: str = ""              # explicit provider reference (urn::id), "" for the default one
 
     def plain(self, key: str) -> Any:
         return unwrap(self.inputs.get(key))
@@ -61,7 +62,7 @@ class RecordingMonitor(mocks.MockMonitor):
         self.registered.append(Registered(
             typ=request.type, name=request.name, urn=resp.urn, parent=request.parent,
             dependencies=list(request.dependencies), inputs=inputs,
-            secret_outputs=list(request.additionalSecretOutputs)))
+            secret_outputs=list(request.additionalSecretOutputs), provider=request.provider))
         return resp
 
 
@@ -103,7 +104,8 @@ def build(cfg, stack: str = "dev") -> Graph:
     def construct():
         s = ServingStack("rustfs-vllm", ServingStackArgs(config=cfg))
         holder["stack"] = s
-        outs = [sv.container_id for sv in s.servers.values()] + [t.text for t in s.smoke.values()]
+        outs = [sv.container_id for per in s.servers.values() for sv in per.values()] + \
+            [t.text for per in s.smoke.values() for t in per.values()]
         outs.append(s.mount_root.path)
         return pulumi.Output.all(*outs)
 

@@ -1,0 +1,222 @@
+"""Several serving hosts, under Pulumi mocks: the `hosts` config, the graph per host (a Docker
+provider per remote host, its containers and image through it, its mounts as remote commands after
+its tools), where secrets go, and that a stack without `hosts` keeps every URN and input it had."""
+from __future__ import annotations
+
+import json
+import os
+import re
+
+import pytest
+import yaml
+
+from components import config
+from tests.helpers import ROOT, make_model
+from tests.unit.graph import build, unwrap
+
+KEY = "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAAtest0001\n-----END OPENSSH PRIVATE KEY-----\n"
+SECRETS = ("hosts-access-key-0001", "hosts-secret-key-0001", KEY.splitlines()[1])
+REMOTE = "command:remote:Command"
+CONTAINER = "docker:index/container:Container"
+IMAGE = "docker:index/remoteImage:RemoteImage"
+
+
+def raw_two_hosts(tmp_path, **extra):
+    make_model(tmp_path / "m")
+    return {"environment": "production", "s3Server": "external", "rustfsEndpoint": "http://10.0.0.5:9000",
+            "rustfsAccessKey": SECRETS[0], "rustfsSecretKey": SECRETS[1], "sshPrivateKey": KEY,
+            "mountPath": "/mnt/models", "vllmImage": "registry.internal:5000/vllm/vllm-openai:v0.30.0",
+            "hosts": [{"name": "a", "docker": "ssh://ops@10.0.0.11", "gpus": "all"},
+                      {"name": "b", "docker": "ssh://root@10.0.0.12:2222", "bindAddress": "10.0.0.12",
+                       "hostKey": "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHostKeyOfB"}],
+            "models": [{"name": "both", "source": str(tmp_path / "m"), "port": 8000},
+                       {"name": "one", "source": str(tmp_path / "m"), "port": 8001, "hosts": ["b"]}],
+            **extra}
+
+
+def load(raw, stack="multi", **kw):
+    return config.load(raw, stack, str(ROOT), port_in_use=lambda a, p: False, memory_bytes=lambda: 24 * 2**30, **kw)
+
+
+def problems(raw) -> list[str]:
+    with pytest.raises(config.ConfigError) as exc:
+        load(raw)
+    return exc.value.problems
+
+
+@pytest.fixture
+def multi(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    cfg = load(raw_two_hosts(tmp_path))
+    cfg = type(cfg)(**{**cfg.__dict__, "state_dir": str(tmp_path / ".state")})
+    return build(cfg, stack="multi")
+
+
+# --------------------------------------------------------------------------- no hosts: as before
+def before_hosts_graph(stack: str, tmp_path) -> dict[str, dict]:
+    raw = {k.split(":", 1)[1]: v for k, v in yaml.safe_load((ROOT / f"Pulumi.{stack}.yaml").read_text())["config"].items()
+           if not isinstance(v, dict)}
+    raw.setdefault("rustfsAccessKey", "urn-test-access-key-0001")
+    raw.setdefault("rustfsSecretKey", "urn-test-secret-0001")
+    make_model(tmp_path / "m")
+    raw["models"][0]["source"] = str(tmp_path / "m")
+    raw["mountPath"] = "/nonexistent-urn-test/mnt"
+    g = build(config.load(raw, stack, str(ROOT)), stack=stack)
+    text = json.dumps({r.urn: unwrap(r.inputs) for r in g.resources}, sort_keys=True, default=str)
+    return json.loads(text.replace(str(tmp_path), "<tmp>").replace(str(ROOT), "<root>"))
+
+
+@pytest.mark.parametrize("stack", ["dev", "offline"])
+def test_stacks_without_hosts_keep_every_urn_and_input(stack, tmp_path):
+    """tests/unit/before_hosts.json: the dev and offline stacks' resources as the program made them
+    before `hosts` existed (commit 9c07b1b): same URNs, same inputs, so `up` of an existing stack
+    after the upgrade changes nothing."""
+    before = json.loads((ROOT / "tests" / "unit" / "before_hosts.json").read_text())[stack]
+    now = before_hosts_graph(stack, tmp_path)
+    assert sorted(now) == sorted(before)
+    for urn in before:
+        assert now[urn] == before[urn], urn
+
+
+# --------------------------------------------------------------------------- the graph per host
+def test_one_docker_provider_per_remote_host(multi):
+    providers = {r.name: r for r in multi.by_type("pulumi:providers:docker")}
+    assert set(providers) == {"a-docker", "b-docker"}
+    assert providers["a-docker"].plain("host") == "ssh://ops@10.0.0.11:22"
+    assert providers["b-docker"].plain("host") == "ssh://root@10.0.0.12:2222"
+    opts = json.loads(providers["b-docker"].plain("sshOpts"))
+    assert "StrictHostKeyChecking=yes" in opts          # b's hostKey is pinned
+    assert "StrictHostKeyChecking=accept-new" in json.loads(providers["a-docker"].plain("sshOpts"))
+    key_file = opts[opts.index("-i") + 1]
+    assert oct(os.stat(key_file).st_mode & 0o777) == "0o600" and open(key_file).read() == KEY
+    assert oct(os.stat(os.path.dirname(key_file)).st_mode & 0o777) == "0o700"
+    # each host's containers and image go through that host's provider, and only those
+    for h, models in (("a", ["both"]), ("b", ["both", "one"])):
+        ref = providers[f"{h}-docker"].urn
+        mine = [r.name for r in multi.by_type(CONTAINER) + multi.by_type(IMAGE) if r.provider.startswith(ref + "::")]
+        assert sorted(mine) == sorted([f"{h}-vllm-image"] + [f"{h}-vllm-{m}-container" for m in models])
+    assert all(r.provider for r in multi.by_type(CONTAINER) + multi.by_type(IMAGE))
+
+
+def test_models_run_on_their_hosts_with_per_host_settings(multi):
+    containers = {r.name: r for r in multi.by_type(CONTAINER)}
+    assert set(containers) == {"a-vllm-both-container", "b-vllm-both-container", "b-vllm-one-container"}
+    assert containers["a-vllm-both-container"].plain("gpus") == "all"          # host a's gpus
+    assert containers["b-vllm-both-container"].plain("gpus") is None
+    assert containers["b-vllm-one-container"].plain("ports")[0]["ip"] == "10.0.0.12"
+    assert containers["a-vllm-both-container"].plain("ports")[0]["ip"] == "0.0.0.0"
+    assert {r.plain("name") for r in multi.by_type(IMAGE)} == {"registry.internal:5000/vllm/vllm-openai:v0.30.0"}
+    waits = {r.name: r.plain("environment") for r in multi.by_type("command:local:Command")}
+    assert waits["a-vllm-both-ready-wait"]["RV_URL"] == "http://10.0.0.11:8000/v1/models"
+    assert waits["b-vllm-one-ready-wait"]["RV_URL"] == "http://10.0.0.12:8001/v1/models"
+    assert waits["b-vllm-one-ready-wait"]["DOCKER_HOST"] == "ssh://root@10.0.0.12:2222"
+
+
+def test_remote_mounts_follow_the_hosts_tools(multi):
+    remote = {r.name: r for r in multi.by_type(REMOTE)}
+    assert set(remote) == {f"{h}-{n}-command" for h in "ab" for n in ("host-tools", "mount-root", "mount-cache",
+                                                                       "mount-both")} | {"b-mount-one-command"}
+    for name, r in remote.items():
+        conn = r.plain("connection")
+        assert conn["host"] == ("10.0.0.11" if name.startswith("a-") else "10.0.0.12")
+        assert conn["user"] == ("ops" if name.startswith("a-") else "root")
+        assert conn["dialErrorLimit"] == 3
+        if name.startswith("b-"):
+            assert conn["port"] == 2222 and conn["hostKey"].startswith("ssh-ed25519 ")
+    # mount root and cache wait for the host's tools (and the bucket); model mounts for root and cache
+    for h in "ab":
+        tools = remote[f"{h}-host-tools-command"].urn
+        for kind, part in (("MountRoot", "mount-root"), ("MountCache", "mount-cache")):
+            assert tools in multi.one(f"rustfs-vllm:serving:{kind}", f"{h}-{part}").dependencies, (h, part)
+        assert remote[f"{h}-mount-root-command"].urn in multi.one("rustfs-vllm:serving:RcloneMount",
+                                                                   f"{h}-mount-both").dependencies
+    both_b = remote["b-mount-both-command"]
+    assert both_b.plain("create") == "/var/lib/rustfs-vllm/rvllm-multi/rclone-mount mount --env-stdin"
+    env = dict(line.split("=", 1) for line in both_b.plain("stdin").splitlines())
+    import base64
+
+    env = {k: base64.b64decode(v).decode() for k, v in env.items()}
+    assert env["RV_ROOT"] == "/mnt/models" and env["RV_MOUNT"] == "/mnt/models/both"
+    assert env["RCLONE_CONFIG_RVLLM_MULTI_ENDPOINT"] == "http://10.0.0.5:9000"
+    assert env["RV_LOG"].startswith("/var/lib/rustfs-vllm/rvllm-multi/logs/")
+
+
+def test_secrets_stay_secret_on_every_host(multi):
+    checked = 0
+    for r in multi.resources:
+        for key, value in r.inputs.items():
+            text = json.dumps(unwrap(value), default=str)
+            if any(s in text for s in SECRETS):
+                assert r.is_secret(key) or (isinstance(value, dict) and all(
+                    r.is_secret(k) or k != "privateKey" for k in value)), f"{r.name}.{key} is not secret"
+                checked += 1
+            for k in ("create", "update", "delete", "triggers", "sshOpts", "command", "envs", "host"):
+                if key == k:
+                    assert not any(s in text for s in SECRETS), f"{r.name}.{key} holds a secret"
+    assert checked >= 10
+    for r in multi.by_type(REMOTE):
+        assert unwrap(r.inputs["connection"])["privateKey"] == KEY
+        assert json.dumps(r.inputs["connection"]).count("4dabf18193072939515e22adb298388d") >= 1  # the key is secret
+        if "mount-both" in r.name or "mount-one" in r.name:
+            assert r.is_secret("stdin")
+
+
+# --------------------------------------------------------------------------- config errors
+def test_host_config_errors_name_the_key(tmp_path):
+    raw = raw_two_hosts(tmp_path)
+    raw["hosts"] = [{"name": "A_bad", "docker": "tcp://x"}, {"name": "b", "docker": "ssh://root@10.0.0.12",
+                                                            "bogus": 1, "mountPath": "relative"},
+                    {"name": "b", "docker": "ssh://root@10.0.0.12"}]
+    raw["models"][1]["hosts"] = ["c"]
+    found = problems(raw)
+    for expected in (r"hosts\[0\]\.name = 'A_bad' is invalid", r"hosts\[0\]\.docker = 'tcp://x' is invalid: 'local'",
+                     r"hosts\[1\]\.bogus = 1 is invalid: a known field", r"hosts\[1\]\.mountPath = 'relative'",
+                     r"hosts\[2\]\.name = 'b' is invalid: a name used by one host only",
+                     r"hosts\[b\]\.ssh\.host = '10\.0\.0\.12:22' is invalid: a machine of its own",
+                     r"models\[one\]\.hosts = 'c' is invalid: a host of rustfs-vllm:hosts: "):
+        assert any(re.search(expected, p) for p in found), (expected, found)
+
+
+def test_remote_host_cannot_use_this_machines_loopback_or_local_images(tmp_path):
+    raw = raw_two_hosts(tmp_path, s3Server="rustfs", vllmImage="rustfs-vllm/vllm-openai-cpu:0.30.0")
+    del raw["rustfsEndpoint"]
+    found = problems(raw)
+    assert any(p.startswith("rustfs-vllm:hosts[0].s3Endpoint = '' is invalid: set for a remote host: rustfsEndpoint "
+                            "'http://127.0.0.1:9000' is this machine's loopback") for p in found), found
+    assert any(p.startswith("rustfs-vllm:vllmImage = 'rustfs-vllm/vllm-openai-cpu:0.30.0' is invalid: an image host 'a' "
+                            "can pull") for p in found), found
+    raw["hosts"][0]["s3Endpoint"] = raw["hosts"][1]["s3Endpoint"] = "http://10.0.0.5:9000"
+    raw["hosts"][0]["vllmImage"] = raw["hosts"][1]["vllmImage"] = "registry:5000/vllm:1"
+    raw["environment"] = "production"
+    cfg = load(raw)
+    assert [h.s3_endpoint for h in cfg.hosts] == ["http://10.0.0.5:9000"] * 2
+
+
+def test_ports_are_per_host_and_the_key_needs_a_remote_host(tmp_path):
+    raw = raw_two_hosts(tmp_path)
+    raw["models"][1]["port"] = 8000           # "one" on b only: b already has "both" on 8000
+    assert any("models[one].port = 8000 is invalid: a port of its own on host 'b': model 'both' uses it there" in p
+               for p in problems(raw))
+    raw["models"][1]["hosts"] = ["a"]
+    raw["hosts"][0]["docker"] = "local"
+    raw["models"][1]["hosts"] = ["b"]
+    raw["models"][1]["port"] = 8001
+    assert load(raw).hosts[0].local
+    del raw["hosts"]
+    raw["models"][1].pop("hosts")
+    assert any(p.startswith("rustfs-vllm:sshPrivateKey = '<secret>' is invalid: set only with a remote host")
+               for p in problems(raw))
+
+
+def test_a_host_that_does_not_answer_fails_preview_naming_it(tmp_path):
+    seen = []
+
+    def probe(hosts, key):
+        seen.append(([h.name for h in hosts if not h.local], key))
+        return ["hosts[b]: cannot log in as root@10.0.0.12:2222 over SSH: Connection refused; is the host up?"]
+
+    with pytest.raises(config.ConfigError) as exc:
+        load(raw_two_hosts(tmp_path), host_probe=probe)
+    assert seen == [(["a", "b"], KEY)]
+    assert exc.value.problems == ["hosts[b]: cannot log in as root@10.0.0.12:2222 over SSH: Connection refused; "
+                                  "is the host up?"]
