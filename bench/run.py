@@ -2,7 +2,7 @@
 run, on the same S3 server and the same data. Every cold or warm read is measured after
 `echo 3 > /proc/sys/vm/drop_caches`.
 
-usage: python -m bench.run [--server rustfs|standin] [--full] [--skip-vllm] [--stack-only] [--before REF]
+usage: python -m bench.run [--server rustfs|standin] [--full] [--skip-vllm] [--stack-only] [--before REF] [--hosts]
 --server rustfs (default): real RustFS 1.0.1, the local build rustfs-vllm/rustfs:1.0.1-local, on
 loopback (a container; the stack part runs s3Server: rustfs). --server standin: `rclone serve s3`
 on loopback, an S3-compatible stand-in that is NOT RustFS. Results go to bench/results-<server>.json.
@@ -10,6 +10,7 @@ on loopback, an S3-compatible stand-in that is NOT RustFS. Results go to bench/r
 git revision REF (a worktree under bench/work), right before the current one in the same run, and
 reports current/REF ratios (e.g. REF=c383d2f: the last revision on this project's own container and
 command providers, to measure the move to pulumi-docker and pulumi-command).
+--hosts: only the time of `up` on one simulated serving host and on two (bench/hosts.py).
 Writes bench/results-<server>.json and prints a table.
 """
 from __future__ import annotations
@@ -462,7 +463,19 @@ def main() -> None:
     ap.add_argument("--preview-5g", action="store_true",
                     help="only the stack part with a 5 GiB model, added to the existing results-<server>.json as "
                          "preview.noop_5g_s (does preview time grow with model size?)")
+    ap.add_argument("--hosts", action="store_true",
+                    help="only `up` of one model on one simulated serving host and on two (scripts/sim-hosts), "
+                         "added to results-<server>.json as hosts")
     args = ap.parse_args()
+    if args.hosts:
+        from bench.hosts import bench_hosts
+
+        out = ROOT / "bench" / f"results-{args.server}.json"
+        results = json.loads(out.read_text()) if out.exists() else {}
+        bench_hosts(WORK, results, args.server)
+        out.write_text(json.dumps(results, indent=2))
+        log(f"hosts: {results['hosts']}")
+        return
     if args.preview_5g:
         out = ROOT / "bench" / f"results-{args.server}.json"
         results = json.loads(out.read_text())

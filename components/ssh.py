@@ -15,7 +15,6 @@ import os
 import shlex
 import subprocess
 from dataclasses import dataclass
-from typing import Optional
 
 from .hosts import HostSpec
 

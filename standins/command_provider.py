@@ -100,6 +100,10 @@ def run(ctx: Context, command: str, inputs: dict[str, Any], previous: dict[str, 
 
 class LocalCommand(Resource):
     token = "command:local:Command"
+    inputs = INPUTS
+
+    def execute(self, ctx: Context, command: str, inputs: dict[str, Any], previous: dict[str, Any]) -> tuple[str, str]:
+        return run(ctx, command, inputs, previous)
 
     def check(self, olds: dict[str, Any], news: dict[str, Any]) -> tuple[dict[str, Any], list[tuple[str, str]]]:
         failures = []
@@ -114,7 +118,7 @@ class LocalCommand(Resource):
         return news, failures
 
     def diff(self, id_: str, olds: dict[str, Any], old_inputs: dict[str, Any], news: dict[str, Any]) -> DiffResult:
-        keys = sorted(k for k in set(old_inputs) | set(news) if k in INPUTS)
+        keys = sorted(k for k in set(old_inputs) | set(news) if k in self.inputs)
         changed = [k for k in keys if canonical(old_inputs.get(k)) != canonical(news.get(k))]
         return DiffResult(updates=[k for k in changed if k != "triggers"],
                           replaces=[k for k in changed if k == "triggers"])
@@ -124,7 +128,7 @@ class LocalCommand(Resource):
         state = {**inputs, "stdout": "", "stderr": ""}
         if ctx.preview or not inputs.get("create"):
             return id_, state
-        state["stdout"], state["stderr"] = run(ctx, inputs["create"], inputs, {})
+        state["stdout"], state["stderr"] = self.execute(ctx, inputs["create"], inputs, {})
         return id_, state
 
     def update(self, ctx: Context, id_: str, olds: dict[str, Any], news: dict[str, Any]) -> dict[str, Any]:
@@ -132,12 +136,12 @@ class LocalCommand(Resource):
         command = news.get("update") or news.get("create")
         if ctx.preview or not command:
             return state
-        state["stdout"], state["stderr"] = run(ctx, command, news, olds)
+        state["stdout"], state["stderr"] = self.execute(ctx, command, news, olds)
         return state
 
     def delete(self, ctx: Context, id_: str, state: dict[str, Any]) -> None:
         if state.get("delete"):
-            run(ctx, state["delete"], state, state)
+            self.execute(ctx, state["delete"], state, state)
 
     def output_secrets(self, outputs: dict[str, Any], input_secrets: set[str]) -> set[str]:
         return set(outputs) if input_secrets else set()
@@ -200,7 +204,9 @@ def run_remote(ctx: Context, command: str, inputs: dict[str, Any]) -> tuple[str,
 
 
 class RemoteCommand(LocalCommand):
+    """Like LocalCommand (diff, replace on triggers, create/update/delete), run over SSH."""
     token = "command:remote:Command"
+    inputs = REMOTE_INPUTS
 
     def check(self, olds: dict[str, Any], news: dict[str, Any]) -> tuple[dict[str, Any], list[tuple[str, str]]]:
         failures = []
@@ -224,31 +230,8 @@ class RemoteCommand(LocalCommand):
             failures.append(("logging", f"logging {news['logging']!r}: one of {', '.join(LOGGING)}"))
         return news, failures
 
-    def diff(self, id_: str, olds: dict[str, Any], old_inputs: dict[str, Any], news: dict[str, Any]) -> DiffResult:
-        keys = sorted(k for k in set(old_inputs) | set(news) if k in REMOTE_INPUTS)
-        changed = [k for k in keys if canonical(old_inputs.get(k)) != canonical(news.get(k))]
-        return DiffResult(updates=[k for k in changed if k != "triggers"],
-                          replaces=[k for k in changed if k == "triggers"])
-
-    def create(self, ctx: Context, inputs: dict[str, Any]) -> tuple[str, dict[str, Any]]:
-        id_ = ctx.urn.split("::")[-1] + os.urandom(4).hex()
-        state = {**inputs, "stdout": "", "stderr": ""}
-        if ctx.preview or not inputs.get("create"):
-            return id_, state
-        state["stdout"], state["stderr"] = run_remote(ctx, inputs["create"], inputs)
-        return id_, state
-
-    def update(self, ctx: Context, id_: str, olds: dict[str, Any], news: dict[str, Any]) -> dict[str, Any]:
-        state = {**news, "stdout": olds.get("stdout", ""), "stderr": olds.get("stderr", "")}
-        command = news.get("update") or news.get("create")
-        if ctx.preview or not command:
-            return state
-        state["stdout"], state["stderr"] = run_remote(ctx, command, news)
-        return state
-
-    def delete(self, ctx: Context, id_: str, state: dict[str, Any]) -> None:
-        if state.get("delete"):
-            run_remote(ctx, state["delete"], state)
+    def execute(self, ctx: Context, command: str, inputs: dict[str, Any], previous: dict[str, Any]) -> tuple[str, str]:
+        return run_remote(ctx, command, inputs)
 
 
 def main() -> None:

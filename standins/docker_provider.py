@@ -73,6 +73,7 @@ class DialStdioBridge:
             threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
 
     def _serve(self, conn: Any) -> None:
+        import socket
         import subprocess
         import threading
 
@@ -102,11 +103,18 @@ class DialStdioBridge:
         try:
             while chunk := proc.stdout.read1(65536):
                 conn.sendall(chunk)
-        except OSError:
-            pass
+        except OSError:   # the client went away: so does its ssh
+            proc.terminate()
         finally:
-            conn.close()
             proc.wait()
+            threads[1].join(timeout=5)   # ssh's last words are in last_error before the client hears EOF
+            # shutdown, not just close: the upstream thread may sit in recv on this socket, and a
+            # close alone would then never send the client its end of file
+            try:
+                conn.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            conn.close()
 
 
 _bridges: dict[tuple[str, tuple[str, ...]], DialStdioBridge] = {}

@@ -11,122 +11,46 @@ would name the S3 server's address).
 One model ("both") on hosts a and b, one ("one") on host a only. Steps, on one stack:
   preview -> up -> completions from every host through its own read-only mount -> no-change up
   -> change "one" (touches only host a's "one") -> kill rclone of "both" on host b while host a
-  keeps serving (b's mount comes back by itself) -> destroy: no container or mount on any host,
-  every object kept.
+  keeps serving (b's mount comes back by itself) -> host b down: preview and up fail naming it,
+  destroy cleans host a and fails for b -> b back: destroy ends with no container or mount on any
+  host, every object kept.
 """
 from __future__ import annotations
 
 import json
-import secrets
-import shutil
-import subprocess
 import time
 from pathlib import Path
 
 import pytest
-import requests
 import yaml
 
-from components.providers import s3
 from tests import s3_under_test
-from tests.helpers import ROOT, free_port
+from tests.helpers import ROOT
 from tests.pulumi_cli import Stack
+from tests.hosts.sim import (HOSTS, MODEL, complete, containers, make_stack, on_host, rclone_mounts, sim, start,
+                             stop, tear_down, url)
 
-MODEL = ROOT / "models" / "SmolLM2-135M-Instruct"
-LOCAL_IMAGE = "rustfs-vllm/vllm-openai-cpu:0.30.0"
-REGISTRY = "127.0.0.1:5005"
-HOSTS = {"a": "127.0.0.2", "b": "127.0.0.3"}
-SIM = ROOT / "scripts" / "sim-hosts"
-BUCKET = "hosts-models"
 RESULTS = ROOT / ".state" / f"e2e-hosts-{s3_under_test.KIND}.json"
 
 pytestmark = pytest.mark.skipif(not MODEL.joinpath("model.safetensors").exists(),
                                 reason="scripts/build-smollm2-model has not run (scripts/test runs it)")
 
 
-def sim(*args: str, check: bool = True, timeout: int = 1200) -> subprocess.CompletedProcess:
-    proc = subprocess.run([str(SIM), *args], capture_output=True, text=True, timeout=timeout, check=False)
-    if check and proc.returncode != 0:
-        raise AssertionError(f"sim-hosts {' '.join(args)} failed:\n{proc.stdout}\n{proc.stderr}")
-    return proc
-
-
-def on_host(host: str, script: str) -> str:
-    return sim("exec", host, "bash", "-c", script).stdout
-
-
-def rclone_mounts(host: str) -> list[list[str]]:
-    """fuse.rclone mounts in the host's own mount namespace: [mount point, options]."""
-    return [line.split()[1:4:2] for line in on_host(host, "cat /proc/mounts").splitlines()
-            if line.split()[2] == "fuse.rclone"]
-
-
-def containers(host: str, stack: str) -> dict[str, str]:
-    out = on_host(host, f"docker ps -a --filter label=rustfs-vllm.stack={stack} --format '{{{{.Names}}}} {{{{.ID}}}}'")
-    return dict(line.split() for line in out.splitlines() if line.strip())
-
-
-def complete(base_url: str, model: str, timeout: float = 120) -> str:
-    r = requests.post(f"{base_url}/completions", json={"model": model, "prompt": "RustFS is", "max_tokens": 8,
-                                                       "temperature": 0}, timeout=timeout)
-    r.raise_for_status()
-    return r.json()["choices"][0]["text"]
-
-
 @pytest.fixture(scope="module")
 def env(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("hosts")
-    model = tmp / "SmolLM2"
-    shutil.copytree(MODEL, model, ignore=shutil.ignore_patterns(".complete"))
     started = time.monotonic()
-    sim("registry-up", LOCAL_IMAGE)
-    sim("up", *[x for h, a in HOSTS.items() for x in (h, a)])
+    start()
     timings = {"sim_hosts_up": round(time.monotonic() - started, 1)}
-    tag = secrets.token_hex(3)
-    stack = Stack(ROOT, f"hosts-{tag}")
-    stack.init()
-    s3_port = free_port()
-    prefix = f"rvllm-hosts-{tag}"
-    access, secret = f"hosts-access-{secrets.token_hex(6)}", secrets.token_urlsafe(18)
-    for key, value in {
-        "environment": "test", "namePrefix": prefix, **s3_under_test.stack_settings(),
-        "rustfsPort": str(s3_port), "bindAddress": "127.0.0.1", "bucket": BUCKET,
-        "mountPath": "/mnt/rv-hosts", "vllmReadyTimeout": "900", "smokeMaxTokens": "8",
-        "vllmImage": f"{REGISTRY}/{LOCAL_IMAGE}",
-    }.items():
-        stack.set(key, value)
-    stack.set("rustfsAccessKey", access, secret=True)
-    stack.set("rustfsSecretKey", secret, secret=True)
-    stack.set("sshPrivateKey", (ROOT / ".state" / "sim-hosts" / "client_key").read_text(), secret=True)
-    cfg_file = ROOT / f"Pulumi.{stack.name}.yaml"
-    data = yaml.safe_load(cfg_file.read_text())
-    data["config"]["rustfs-vllm:hosts"] = [
-        {"name": h, "docker": f"ssh://root@{a}:2222", "bindAddress": a,
-         # the simulated hosts share this machine's network: its loopback is theirs
-         "s3Endpoint": f"http://127.0.0.1:{s3_port}"} for h, a in HOSTS.items()]
-    common = {"source": str(model), "dtype": "float32", "maxModelLen": 512, "kvCacheSpaceGib": 1,
-              "extraArgs": ["--enforce-eager"]}
-    data["config"]["rustfs-vllm:models"] = [
-        {"name": "both", "prefix": "both", "port": 8101, "env": {"VLLM_CPU_OMP_THREADS_BIND": "0"}, **common},
-        {"name": "one", "prefix": "one", "port": 8102, "hosts": ["a"], "env": {"VLLM_CPU_OMP_THREADS_BIND": "1"},
-         **common}]
-    cfg_file.write_text(yaml.safe_dump(data, sort_keys=False))
-    ctx = {"stack": stack, "cfg_file": cfg_file, "prefix": prefix, "s3_port": s3_port, "access": access,
-           "secret": secret, "timings": timings, "volume": f"{prefix}-data"}
+    ctx = make_stack(tmp_path_factory.mktemp("hosts"), "hosts", [
+        {"name": "both", "prefix": "both", "port": 8101, "env": {"VLLM_CPU_OMP_THREADS_BIND": "0"}},
+        {"name": "one", "prefix": "one", "port": 8102, "hosts": ["a"], "env": {"VLLM_CPU_OMP_THREADS_BIND": "1"}}])
+    ctx["timings"] = timings
     yield ctx
-    stack.teardown(ctx["volume"])
-    for h in HOSTS:   # whatever a failed test left on the hosts
-        on_host(h, f"ids=$(docker ps -aq --filter label=rustfs-vllm.stack={stack.name}); "
-                   "[ -z \"$ids\" ] || docker rm -f $ids >/dev/null")
-    sim("down", *HOSTS, check=False)
-    sim("registry-down", check=False)
+    tear_down(ctx)
+    stop()
     RESULTS.parent.mkdir(exist_ok=True)
-    RESULTS.write_text(json.dumps({**stack.timings, **timings}, indent=2))
-    print("two-host timings:", json.dumps({**stack.timings, **timings}))
-
-
-def url(host: str, port: int) -> str:
-    return f"http://{HOSTS[host]}:{port}/v1"
+    RESULTS.write_text(json.dumps({**ctx["stack"].timings, **timings}, indent=2))
+    print("two-host timings:", json.dumps({**ctx["stack"].timings, **timings}))
 
 
 def test_two_hosts(env):
@@ -188,26 +112,49 @@ def test_two_hosts(env):
     assert complete(url("a", 8102), "one")
 
     # 5. host b's rclone dies: host a keeps serving, b's supervisor mounts again by itself
+    rclone_b = "pgrep -f '^rclone mount [^ ]+ /mnt/rv-hosts/both ' || true"
+    before_pid = on_host("b", rclone_b).split()
+    assert len(before_pid) == 1, before_pid
     on_host("b", "pkill -9 -f '^rclone mount [^ ]+ /mnt/rv-hosts/both '")
     killed = time.monotonic()
     assert complete(url("a", 8101), "both")
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
-        try:
-            if complete(url("b", 8101), "both", timeout=20):
-                break
-        except requests.RequestException:
-            time.sleep(1)
+        now_pid = on_host("b", rclone_b).split()
+        if now_pid and now_pid != before_pid and "config.json" in on_host("b", "ls /mnt/rv-hosts/both || true"):
+            break
+        time.sleep(0.5)
     else:
-        raise AssertionError("host b never served again after its rclone was killed")
-    env["timings"]["b_serving_again_s"] = round(time.monotonic() - killed, 1)
-    assert complete(url("a", 8101), "both")
-
-    # 6. destroy: no container or mount on any host; every object still in the bucket
-    client = s3.client(f"http://127.0.0.1:{env['s3_port']}", env["access"], env["secret"])
-    objects = sorted(o["Key"] for o in client.list_objects_v2(Bucket=BUCKET)["Contents"])
+        raise AssertionError("host b's mount never came back after its rclone was killed")
+    env["timings"]["b_mounted_again_s"] = round(time.monotonic() - killed, 1)
+    assert complete(url("b", 8101), "both") and complete(url("a", 8101), "both")
     stored = s3_under_test.volume_objects(env["volume"])
-    assert len(objects) > 2 and stored
+    assert len(stored) > 2
+
+    # 6. host b goes down (sshd, Docker and mounts gone): preview and up stop before changing
+    #    anything, naming the host; destroy removes what it can on host a and fails for b's resources;
+    #    once b is back, destroy finishes.
+    a_before = containers("a", stack.name)
+    sim("down", "b")
+    for op in ("preview", "up"):
+        args = ("preview",) if op == "preview" else ("up", "--yes", "--skip-preview")
+        proc = stack.run(*args, check=False, label=f"{op}_host_down")
+        assert proc.returncode != 0
+        assert "hosts[b]: cannot log in as root@127.0.0.3:2222 over SSH" in proc.stdout + proc.stderr, proc.stdout[-3000:]
+    assert containers("a", stack.name) == a_before
+    proc = stack.run("destroy", "--yes", "--skip-preview", "--continue-on-error", check=False,
+                     label="destroy_host_down")
+    assert proc.returncode != 0
+    env["timings"]["destroy_host_down_output"] = proc.stdout[-1500:]
+    assert containers("a", stack.name) == {} and rclone_mounts("a") == []
+    left = [r["urn"].split("::")[-1] for r in stack.state()["deployment"]["resources"]
+            if r["type"] != "pulumi:pulumi:Stack" and not r["type"].startswith("pulumi:providers:")]
+    # host a's part is gone; host b's part (and the storage its mounts read) waits for b
+    assert not [n for n in left if n.startswith("a-")] and "b-mount-both-command" in left, left
+    env["timings"]["left_after_destroy_host_down"] = left
+    sim("up", "b", HOSTS["b"])
+
+    # 7. destroy: no container or mount on any host; every object still in the bucket
     stack.run("destroy", "--yes", "--skip-preview", label="destroy")
     for h in HOSTS:
         assert containers(h, stack.name) == {}, h

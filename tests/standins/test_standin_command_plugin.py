@@ -85,5 +85,31 @@ def test_check_rejects_what_the_stand_in_does_not_implement(command_plugin):
 
 def test_unknown_resource_type_is_unimplemented(command_plugin):
     with pytest.raises(grpc.RpcError) as err:
-        command_plugin.check("command:remote:Command", {"create": "true"})
+        command_plugin.check("command:remote:CopyToRemote", {"remotePath": "/tmp/x"})
     assert err.value.code() == grpc.StatusCode.UNIMPLEMENTED and "stand-in" in err.value.details()
+
+
+def test_remote_command_check_names_what_it_does_not_do(command_plugin):
+    """The remote command runs over OpenSSH (tests/hosts runs it against real sshds); its check
+    refuses what it does not implement, saying so, instead of ignoring it."""
+    _, failures = command_plugin.check("command:remote:Command", {
+        "create": "true", "environment": {"A": "1"},
+        "connection": {"host": "127.0.0.9", "password": "x", "user": "root"}})
+    reasons = dict(failures)
+    assert "AcceptEnv" in reasons["environment"] and "stand-in" in reasons["environment"]
+    assert "not implemented by the offline stand-in" in reasons["connection.password"]
+    _, failures = command_plugin.check("command:remote:Command", {"create": "true", "connection": {"port": 22}})
+    assert dict(failures)["connection"] == "connection.host is required"
+    _, failures = command_plugin.check("command:remote:Command", {
+        "create": "true", "stdin": "x", "connection": {"host": "h", "privateKey": "k", "hostKey": "ssh-ed25519 A",
+                                                       "dialErrorLimit": 3, "perDialTimeout": 10}})
+    assert failures == []
+
+
+def test_remote_command_fails_after_its_dial_attempts(command_plugin):
+    """Nothing listens on 127.0.0.9:1: each attempt is refused, and the error says how many."""
+    with pytest.raises(grpc.RpcError) as err:
+        command_plugin.create("command:remote:Command", {
+            "create": "true", "connection": {"host": "127.0.0.9", "port": 1, "dialErrorLimit": 2}})
+    assert "after 1 failed attempts: dial tcp 127.0.0.9:1:" in err.value.details()
+    assert "Connection refused" in err.value.details()

@@ -151,3 +151,29 @@ def test_volume_adopts_an_existing_one_and_delete_of_gone_succeeds(docker_plugin
         client.volumes.get(name)
     docker_plugin.delete(VOLUME, id_, decode(props)[0])
     assert docker_plugin.read(VOLUME, id_, {"name": name})[0] == ""
+
+
+def test_an_ssh_host_that_is_down_fails_at_once_with_ssh_s_words():
+    """An ssh:// provider whose host refuses connections: every call fails within seconds, naming
+    the host and ssh's own error (the real hosts are exercised by tests/hosts); it once hung."""
+    import json
+    import time
+
+    from pulumi.runtime.proto import provider_pb2
+
+    from standins.plugin import encode
+    from tests.plugin_client import PluginClient
+
+    c = PluginClient("standins.docker_provider")
+    try:
+        c.stub.Configure(provider_pb2.ConfigureRequest(args=encode({
+            "host": "ssh://root@127.0.0.9:1", "sshOpts": json.dumps(["-o", "BatchMode=yes", "-o", "ConnectTimeout=5"])}),
+            acceptSecrets=True))
+        started = time.monotonic()
+        with pytest.raises(grpc.RpcError) as err:
+            c.delete("docker:index/container:Container", "gone", {"name": "gone"})
+        assert time.monotonic() - started < 20
+        assert "cannot reach the Docker daemon at ssh://root@127.0.0.9:1" in err.value.details()
+        assert "Connection refused" in err.value.details()
+    finally:
+        c.close()
