@@ -61,7 +61,9 @@ else:
     pulumi.export("models", {m.name: {
         "served_name": m.name, "prefix": f"s3://{cfg.bucket}/{stack.uploads[m.name].prefix_value}/",
         "hosts": list(m.hosts), "base_urls": [stack.servers[h][m.name].base_url for h in m.hosts],
-        "curls": {h: curl(stack.servers[h][m.name].base_url, m.name) for h in m.hosts}} for m in cfg.models})
+        "curls": {h: curl(stack.servers[h][m.name].base_url, m.name) for h in m.hosts},
+        **({"entry_url": stack.balancer.urls[m.name]} if m.balancer_port and stack.balancer else {})}
+        for m in cfg.models})
     pulumi.export("hosts", {h.name: {"docker": h.docker_host or "local", "address": h.address,
                                      "mount_path": h.mount_path, "models": [m.name for m in cfg.models if h.name in m.hosts]}
                             for h in cfg.hosts})

@@ -59,6 +59,7 @@ class ModelSpec:
     env: Mapping[str, str] = field(default_factory=dict)   # over vllmEnv, for this model's container only
     gpus: Optional[str] = None                               # None: vllmGpus
     hosts: tuple[str, ...] = ()                              # the hosts it runs on (names)
+    balancer_port: Optional[int] = None                      # entry point over its hosts (Balancer)
 
 
 @dataclass(frozen=True)
@@ -98,6 +99,7 @@ class StackConfig:
     uses_default_credentials: bool = field(default=False)
     hosts: tuple[HostSpec, ...] = ()          # the serving hosts; one implicit local host by default
     ssh_private_key: str = ""                 # sshPrivateKey: reaches every remote host ("" = agent/~/.ssh)
+    balancer_image: str = "nginx:1.22.1"      # balancerImage: the entry points' nginx
 
 
 class _Reader:
@@ -322,6 +324,17 @@ def load(raw: Mapping[str, Any], stack: str, project_dir: str,
     for m in models:
         if local_host in m.hosts and m.port in taken:
             r.bad(f"models[{m.name}].port", m.port, "a port not used by the S3 server")
+    taken |= {m.port for m in models if local_host in m.hosts}
+    for m in models:
+        if m.balancer_port is not None:
+            if m.balancer_port in taken:
+                r.bad(f"models[{m.name}].balancerPort", m.balancer_port,
+                      "a port of its own on this machine (not the S3 server's, a model's or another entry point's)")
+            taken.add(m.balancer_port)
+    balancer_image = r.get("balancerImage", "nginx:1.22.1", str, "a Docker image reference with nginx")
+    if image_present is not None and any(m.balancer_port for m in models) and image_present(balancer_image) is False:
+        r.bad("balancerImage", balancer_image, "an image present on this Docker host: it is built locally (no registry "
+                                               "serves it, so `up` cannot pull it); run scripts/build-images")
 
     if r.problems:
         raise ConfigError(r.problems)
@@ -336,7 +349,8 @@ def load(raw: Mapping[str, Any], stack: str, project_dir: str,
         vllm_shm_size=shm, vllm_gpus=gpus, vllm_env=vllm_env, vllm_api_key=api_key,
         vllm_restart=restart, vllm_ready_timeout=ready_timeout, bind_address=bind_address,
         smoke_test=smoke, smoke_prompt=prompt, smoke_max_tokens=smoke_tokens, state_dir=state_dir,
-        uses_default_credentials=uses_default, hosts=tuple(hosts), ssh_private_key=ssh_key)
+        uses_default_credentials=uses_default, hosts=tuple(hosts), ssh_private_key=ssh_key,
+        balancer_image=balancer_image)
 
 
 
@@ -361,13 +375,13 @@ def _models(r: _Reader, project_dir: str, port_in_use: Callable[[str, int], bool
         r.bad("models", raw_models, "a non-empty list of models, each with at least name and source")
         return []
     allowed_fields = {"name", "source", "prefix", "port", "maxModelLen", "dtype",
-                      "gpuMemoryUtilization", "kvCacheSpaceGib", "extraArgs", "env", "gpus", "hosts"}
+                      "gpuMemoryUtilization", "kvCacheSpaceGib", "extraArgs", "env", "gpus", "hosts", "balancerPort"}
     models: list[ModelSpec] = []
     for i, m in enumerate(raw_models):
         key = f"models[{i}]"
         if not isinstance(m, dict):
             r.bad(key, m, "an object with name, source and optional prefix, port, maxModelLen, dtype, "
-                          "gpuMemoryUtilization, kvCacheSpaceGib, extraArgs, env, gpus, hosts")
+                          "gpuMemoryUtilization, kvCacheSpaceGib, extraArgs, env, gpus, hosts, balancerPort")
             continue
         for unknown in sorted(set(m) - allowed_fields):
             r.bad(f"{key}.{unknown}", m[unknown], f"a known field: {', '.join(sorted(allowed_fields))}")
@@ -446,10 +460,17 @@ def _models(r: _Reader, project_dir: str, port_in_use: Callable[[str, int], bool
         if gpus is not None and (not isinstance(gpus, str) or (gpus and not GPUS_RE.fullmatch(gpus))):
             r.bad(f"{key}.gpus", gpus, "empty (CPU), 'all', 'count=N' or device ids like '0,1' (overrides vllmGpus)")
             gpus = None
+        balancer_port = m.get("balancerPort")
+        if balancer_port is not None:
+            if isinstance(balancer_port, bool) or not isinstance(balancer_port, int) or not 1 <= balancer_port <= 65535:
+                r.bad(f"{key}.balancerPort", balancer_port, "an integer TCP port 1-65535 on this machine")
+                balancer_port = None
+            elif port_in_use is not None and port_in_use(r.raw.get("bindAddress", "0.0.0.0"), balancer_port):
+                r.bad(f"{key}.balancerPort", balancer_port, "a free port on this machine: another process listens on it")
         models.append(ModelSpec(name=name, source=source, prefix=prefix, port=port, max_model_len=max_len,
                                 dtype=dtype if dtype in DTYPES else "float32", gpu_memory_utilization=gmu,
                                 kv_cache_space_gib=kv, extra_args=tuple(extra),
-                                env=env, gpus=gpus, hosts=tuple(on)))
+                                env=env, gpus=gpus, hosts=tuple(on), balancer_port=balancer_port))
 
     seen_names: dict[str, int] = {}
     seen_prefixes: dict[str, str] = {}

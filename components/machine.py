@@ -45,8 +45,9 @@ def _our_ports(stack: str) -> set[int]:
     if not ids:
         return set()
     out = _docker("inspect", "-f", "{{range $p, $b := .HostConfig.PortBindings}}{{range $b}}{{.HostPort}} "
-                                   "{{end}}{{end}}", *ids) or ""
-    return {int(p) for p in out.split() if p.isdigit()}
+                                   "{{end}}{{end}}{{index .Config.Labels \"rustfs-vllm.ports\"}}", *ids) or ""
+    # published ports, and the host-network ports our balancer lists in its label (9000,9001)
+    return {int(p) for p in out.replace(",", " ").split() if p.isdigit()}
 
 
 def port_checker(stack: str) -> Callable[[str, int], bool]:

@@ -19,7 +19,7 @@ KEYS: dict[str, str] = {
     "vllmImage": "string", "vllmShmSize": "string", "vllmGpus": "string", "vllmEnv": "json",
     "vllmApiKey": "secret", "vllmRestart": "string", "vllmReadyTimeout": "integer", "bindAddress": "string",
     "smokeTest": "boolean", "smokePrompt": "string", "smokeMaxTokens": "integer", "hosts": "json",
-    "sshPrivateKey": "secret",
+    "sshPrivateKey": "secret", "balancerImage": "string",
 }
 SECRET_KEYS = tuple(k for k, kind in KEYS.items() if kind == "secret")
 

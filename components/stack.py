@@ -25,6 +25,7 @@ import pulumi_command as command
 import pulumi_docker as docker
 
 from . import machine, ssh
+from .balancer import Balancer, BalancerArgs, Route
 from .bucket import Bucket, BucketArgs
 from .config import StackConfig
 from .host_tools import HostTools, HostToolsArgs
@@ -86,6 +87,17 @@ class ServingStack(pulumi.ComponentResource):
         for host in cfg.hosts:
             self._serve_on(host, cfg, access_key, secret_key)
         self.mount_root = self.mount_roots[cfg.hosts[0].name]
+        # One entry point per model that asks for one (balancerPort), over that model's hosts.
+        routes = [Route(model=m.name, port=m.balancer_port,
+                        upstreams=[f"{h.address}:{m.port}" for h in cfg.hosts if h.name in m.hosts])
+                  for m in cfg.models if m.balancer_port]
+        self.balancer: Optional[Balancer] = None
+        if routes:
+            ready = [self.servers[h][m.name].ready for m in cfg.models if m.balancer_port for h in m.hosts]
+            self.balancer = Balancer("balancer", BalancerArgs(
+                stack=cfg.stack, container_name=f"{cfg.name_prefix}-balancer", image=cfg.balancer_image,
+                bind_address=cfg.bind_address, routes=routes),
+                pulumi.ResourceOptions(parent=self, depends_on=ready))
         self.register_outputs({})
 
     def _serve_on(self, host: HostSpec, cfg: StackConfig, access_key: pulumi.Output[str],

@@ -22,6 +22,7 @@ from tests.pulumi_cli import Stack
 
 MODEL = ROOT / "models" / "SmolLM2-135M-Instruct"
 LOCAL_IMAGE = "rustfs-vllm/vllm-openai-cpu:0.30.0"
+BALANCER_IMAGE = "rustfs-vllm/nginx:1.22.1-local"      # on this machine, where the entry points run
 REGISTRY = "127.0.0.1:5005"
 HOSTS = {"a": "127.0.0.2", "b": "127.0.0.3"}
 SSH_PORT = 2222
@@ -70,6 +71,12 @@ def remove_containers(stack: str, hosts: dict[str, str] = HOSTS) -> None:
                        "[ -z \"$ids\" ] || docker rm -f $ids >/dev/null")
 
 
+def completions_served(host: str, container: str) -> int:
+    """POST /v1/completions requests the container's vLLM answered (its access log)."""
+    return int(on_host(host, f"docker logs {container} 2>&1 | grep -c 'POST /v1/completions HTTP/1.1\" 200' || true")
+               .strip() or 0)
+
+
 def url(host: str, port: int) -> str:
     return f"http://{HOSTS[host]}:{port}/v1"
 
@@ -98,7 +105,7 @@ def make_stack(tmp: Path, name: str, models: list[dict], hosts: dict[str, str] =
         "environment": "test", "namePrefix": prefix, **s3_under_test.stack_settings(kind),
         "rustfsPort": str(s3_port), "bindAddress": "127.0.0.1", "bucket": bucket,
         "mountPath": MOUNT_ROOT, "vllmReadyTimeout": "900", "smokeMaxTokens": "8",
-        "vllmImage": f"{REGISTRY}/{LOCAL_IMAGE}",
+        "vllmImage": f"{REGISTRY}/{LOCAL_IMAGE}", "balancerImage": BALANCER_IMAGE,
     }.items():
         stack.set(key, value)
     stack.set("rustfsAccessKey", access, secret=True)

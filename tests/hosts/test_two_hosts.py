@@ -9,9 +9,11 @@ They share this machine's network, so their s3Endpoint is this machine's loopbac
 would name the S3 server's address).
 
 One model ("both") on hosts a and b, one ("one") on host a only. Steps, on one stack:
-  preview -> up -> completions from every host through its own read-only mount -> no-change up
+  preview -> up -> completions from every host through its own read-only mount, and through the
+  model's entry point, spread over both hosts -> no-change up
   -> change "one" (touches only host a's "one") -> kill rclone of "both" on host b while host a
-  keeps serving (b's mount comes back by itself) -> host b down: preview and up fail naming it,
+  keeps serving (b's mount comes back by itself) -> host b down: the model's entry point (nginx on
+  this machine) keeps answering from a, preview and up fail naming it,
   destroy cleans host a and fails for b -> b back: destroy ends with no container or mount on any
   host, every object kept.
 """
@@ -25,10 +27,10 @@ import pytest
 import yaml
 
 from tests import s3_under_test
-from tests.helpers import ROOT
+from tests.helpers import ROOT, free_port
 from tests.pulumi_cli import Stack
-from tests.hosts.sim import (HOSTS, MODEL, complete, containers, make_stack, on_host, rclone_mounts, sim, start,
-                             stop, tear_down, url)
+from tests.hosts.sim import (HOSTS, MODEL, complete, completions_served, containers, make_stack, on_host,
+                             rclone_mounts, sim, start, stop, tear_down, url)
 
 RESULTS = ROOT / ".state" / f"e2e-hosts-{s3_under_test.KIND}.json"
 
@@ -41,10 +43,13 @@ def env(tmp_path_factory):
     started = time.monotonic()
     start()
     timings = {"sim_hosts_up": round(time.monotonic() - started, 1)}
+    entry = free_port()
     ctx = make_stack(tmp_path_factory.mktemp("hosts"), "hosts", [
-        {"name": "both", "prefix": "both", "port": 8101, "env": {"VLLM_CPU_OMP_THREADS_BIND": "0"}},
+        {"name": "both", "prefix": "both", "port": 8101, "env": {"VLLM_CPU_OMP_THREADS_BIND": "0"},
+         "balancerPort": entry},
         {"name": "one", "prefix": "one", "port": 8102, "hosts": ["a"], "env": {"VLLM_CPU_OMP_THREADS_BIND": "1"}}])
     ctx["timings"] = timings
+    ctx["entry"] = f"http://127.0.0.1:{entry}/v1"
     yield ctx
     tear_down(ctx)
     stop()
@@ -83,6 +88,14 @@ def test_two_hosts(env):
             cid = containers(h, stack.name)[f"{env['prefix']}-vllm-{name}"]
             binds = json.loads(on_host(h, f"docker inspect -f '{{{{json .Mounts}}}}' {cid}"))
             assert [(b["Source"], b["Destination"], b["RW"]) for b in binds] == [("/mnt/rv-hosts", "/models", False)]
+    # the model's entry point on this machine spreads requests over both hosts
+    assert outputs["models"]["both"]["entry_url"] == env["entry"]
+    box = f"{env['prefix']}-vllm-both"
+    served = {h: completions_served(h, box) for h in HOSTS}
+    for _ in range(4):
+        assert complete(env["entry"], "both") == answers[("a", "both")]
+    spread = {h: completions_served(h, box) - served[h] for h in HOSTS}
+    assert sum(spread.values()) == 4 and all(n >= 1 for n in spread.values()), spread
     # the hosts' mounts are theirs: this machine has none of them
     assert "/mnt/rv-hosts" not in Path("/proc/mounts").read_text()
     # no credential on any host's process list or in a file others can read
@@ -136,6 +149,11 @@ def test_two_hosts(env):
     #    once b is back, destroy finishes.
     a_before = containers("a", stack.name)
     sim("down", "b")
+    # the entry point leaves host b out: no request fails
+    started = time.monotonic()
+    for _ in range(6):
+        assert complete(env["entry"], "both") == answers[("a", "both")]
+    env["timings"]["entry_6_requests_host_b_down_s"] = round(time.monotonic() - started, 2)
     for op in ("preview", "up"):
         args = ("preview",) if op == "preview" else ("up", "--yes", "--skip-preview")
         proc = stack.run(*args, check=False, label=f"{op}_host_down")

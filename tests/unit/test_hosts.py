@@ -240,3 +240,40 @@ def test_a_host_that_does_not_answer_fails_preview_naming_it(tmp_path):
     assert seen == [(["a", "b"], KEY)]
     assert exc.value.problems == ["hosts[b]: cannot log in as root@10.0.0.12:2222 over SSH: Connection refused; "
                                   "is the host up?"]
+
+
+# --------------------------------------------------------------------------- entry points
+def test_an_entry_point_spreads_a_model_over_its_hosts(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    raw = raw_two_hosts(tmp_path, balancerImage="nginx:1.22.1")
+    raw["models"][0]["balancerPort"] = 9000
+    raw["models"][1]["balancerPort"] = 9001
+    cfg = load(raw)
+    g = build(type(cfg)(**{**cfg.__dict__, "state_dir": str(tmp_path / ".state")}), stack="multi")
+    box = g.one(CONTAINER, "balancer-container")
+    assert box.plain("networkMode") == "host" and box.plain("image") == "sha256:mock-nginx:1.22.1"
+    [upload] = box.plain("uploads")
+    conf = upload["content"]
+    # model "both" over hosts a and b, model "one" over b only, each behind its own port
+    assert re.search(r"upstream m_both \{\s+server 10\.0\.0\.11:8000 max_fails=1 fail_timeout=10s;\s+"
+                     r"server 10\.0\.0\.12:8000 max_fails=1", conf)
+    assert re.search(r"upstream m_one \{\s+server 10\.0\.0\.12:8001 max_fails=1 fail_timeout=10s;\s+keepalive", conf)
+    assert "listen 0.0.0.0:9000;" in conf and "listen 0.0.0.0:9001;" in conf
+    assert "proxy_next_upstream error timeout;" in conf and "proxy_buffering off;" in conf
+    # started once every server of its models answers
+    ready = {r.urn for r in g.by_type("command:local:Command") if r.name.endswith("-ready-wait") and "vllm" in r.name}
+    assert ready and ready <= set(g.one("rustfs-vllm:serving:Balancer").dependencies)
+    waits = {r.name: r.plain("environment")["RV_URL"] for r in g.by_type("command:local:Command")
+             if r.name.startswith("balancer-")}
+    assert waits == {"balancer-9000-ready-wait": "http://127.0.0.1:9000/v1/models",
+                     "balancer-9001-ready-wait": "http://127.0.0.1:9001/v1/models"}
+
+
+def test_entry_point_ports_are_checked(tmp_path):
+    raw = raw_two_hosts(tmp_path)
+    raw["models"][0]["balancerPort"] = 9001
+    raw["models"][1]["balancerPort"] = 9001
+    found = problems(raw)
+    assert any("models[one].balancerPort = 9001 is invalid: a port of its own on this machine" in p for p in found), found
+    raw["models"][1]["balancerPort"] = "x"
+    assert any("models[one].balancerPort = 'x' is invalid: an integer TCP port" in p for p in problems(raw))
