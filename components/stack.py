@@ -8,6 +8,8 @@ A host is this machine (local commands, the local Docker socket) or a remote one
 is a pulumi-docker provider over ``ssh://``, its mounts are pulumi-command ``remote.Command``s,
 and HostTools puts the mount script there first. Every name of a host's resources starts with
 the host's name, except the implicit local host's (a stack without ``hosts`` keeps its URNs).
+Models with a ``balancerPort`` get an entry point over their hosts: one nginx container on this
+machine (Balancer), started once every server of those models answers.
 
 Each model's chain is its own: adding, removing or changing one model replaces only that model's
 resources. Readiness and ordering are ``depends_on`` edges, not values threaded into inputs, so
