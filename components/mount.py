@@ -48,7 +48,6 @@ HASHED_BELOW = 16 * 2**20   # files smaller than this are checked by sha256 thro
 class RemoteHost:
     """A serving host reached over SSH: its mount commands are pulumi-command ``remote.Command``s
     running the copy of ``scripts/rclone-mount`` that HostTools put in ``tools_dir``."""
-    name: str
     connection: command.remote.ConnectionArgs
     tools_dir: str
 

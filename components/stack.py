@@ -125,7 +125,7 @@ class ServingStack(pulumi.ComponentResource):
             tools = HostTools(f"{p}host-tools", HostToolsArgs(
                 host=host.name, connection=connection, tools_dir=host.tools_dir, ca_bundle=cfg.ca_bundle),
                 pulumi.ResourceOptions(parent=self))
-            remote = RemoteHost(name=host.name, connection=connection, tools_dir=host.tools_dir)
+            remote = RemoteHost(connection=connection, tools_dir=host.tools_dir)
             after_bucket = [self.bucket, tools]
             ssh_bin = ssh.wrapper(host, self.ssh_files)
         # The root is made only once the storage answers with our keys: a failed up leaves no mount.

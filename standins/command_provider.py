@@ -82,6 +82,15 @@ def _stream(ctx: Context, argv: list[str], env: dict[str, str] | None, cwd: str 
     return code, "".join(out), "".join(err), "".join(both)
 
 
+def _outputs(code: int, failure: str, command: str, out: str, err: str, both: str) -> tuple[str, str]:
+    """(stdout, stderr) with the trailing newline trimmed, or the real plugin's failure message:
+    ``<failure>: running "<command>":`` and the output (``failure`` is Go's error text, which the
+    local and the remote command word differently)."""
+    if code != 0:
+        raise ProviderError(f"{failure}: running {command!r}:\n{both}")
+    return out.removesuffix("\n"), err.removesuffix("\n")
+
+
 def run(ctx: Context, command: str, inputs: dict[str, Any], previous: dict[str, Any]) -> tuple[str, str]:
     argv = list(inputs.get("interpreter") or ["/bin/sh", "-c"]) + [command]
     env = dict(os.environ)
@@ -93,9 +102,7 @@ def run(ctx: Context, command: str, inputs: dict[str, Any], previous: dict[str, 
             env["PULUMI_COMMAND_STDERR"] = previous["stderr"]
     code, out, err, both = _stream(ctx, argv, env, inputs.get("dir") or os.getcwd(), inputs.get("stdin") or "",
                                    inputs.get("logging") or "stdoutAndStderr")
-    if code != 0:
-        raise ProviderError(f"exit status {code}: running {command!r}:\n{both}")
-    return out.removesuffix("\n"), err.removesuffix("\n")
+    return _outputs(code, f"exit status {code}", command, out, err, both)
 
 
 class LocalCommand(Resource):
@@ -198,9 +205,7 @@ def run_remote(ctx: Context, command: str, inputs: dict[str, Any]) -> tuple[str,
             ctx.log(f"Dial {tries}/{'inf' if limit == -1 else limit} failed: retrying")
             time.sleep(delay)
             delay = min(delay * 1.5, 5.0)
-    if code != 0:
-        raise ProviderError(f"Process exited with status {code}: running {command!r}:\n{both}")
-    return out.removesuffix("\n"), err.removesuffix("\n")
+    return _outputs(code, f"Process exited with status {code}", command, out, err, both)
 
 
 class RemoteCommand(LocalCommand):
