@@ -174,19 +174,28 @@ def _unknown_check(spec: dict[str, Any], news: dict[str, Any], token: str) -> li
 
 # --------------------------------------------------------------------------- RemoteImage
 def find_image(c: Any, name: str, log: Any) -> Any:
+    """The local image ``name``, pulled when missing. A pull that fails after it started (a full
+    disk, a blob the registry lost) reports its error inside the daemon's progress stream, which
+    docker-py's ``images.pull`` drops (as the real plugin does: it only logs the stream at debug
+    level, then says "no such image"); the stand-in names the daemon's own words."""
+    from docker.utils import parse_repository_tag
+
     errors = _errors()
     try:
         return c.images.get(name)
     except errors.ImageNotFound:
         pass
     log(f"pulling {name}")
-    repo, _, tag = name.rpartition(":") if ":" in name.split("/")[-1] else (name, "", "latest")
+    repo, tag = parse_repository_tag(name)
+    said = ""
     try:
-        c.images.pull(repo, tag=tag or "latest")
-        return c.images.get(name if ":" in name.split("/")[-1] or "@" in name else f"{name}:latest")
+        for event in c.api.pull(repo, tag=tag or "latest", stream=True, decode=True):
+            said = event.get("error") or (event.get("errorDetail") or {}).get("message") or said
+        if not said:
+            return c.images.get(name if tag else f"{name}:latest")
     except errors.APIError as exc:
-        raise ProviderError(f"Unable to read Docker image into resource: unable to pull image {name}: "
-                            f"{exc.explanation or exc}") from None
+        said = exc.explanation or str(exc)
+    raise ProviderError(f"Unable to read Docker image into resource: unable to pull image {name}: {said}")
 
 
 def _repo_digest(image: Any, name: str) -> str:

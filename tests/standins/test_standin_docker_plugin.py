@@ -141,6 +141,38 @@ def test_remote_image_uses_a_local_image_and_keeps_it(docker_plugin, client, ima
     assert "unable to pull image 127.0.0.1:1/nothing/here:1" in err.value.details()
 
 
+def test_a_pull_that_fails_midway_names_the_daemons_error(docker_plugin, client, tmp_path):
+    """A pull whose layer the registry has lost (as with a full disk on the host, the daemon only
+    says so inside its progress stream): the error names the daemon's own words, not just "no such
+    image" (the CI run that filled its disk said only that)."""
+    import io
+    import tarfile
+
+    from tests.registry import Registry
+
+    registry = Registry(tmp_path / "registry")
+    name = f"{registry.host}/rvllm-standin/lost-layer:{secrets.token_hex(3)}"
+    try:
+        layer = io.BytesIO()
+        with tarfile.open(fileobj=layer, mode="w") as tar:      # a layer of its own: not shared locally
+            data = secrets.token_bytes(1 << 20)
+            info = tarfile.TarInfo("payload")
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+        repo, tag = name.rsplit(":", 1)
+        client.api.import_image_from_data(layer.getvalue(), repository=repo, tag=tag)
+        client.images.push(repo, tag=tag)
+        client.images.remove(name)
+        blobs = [p for p in (tmp_path / "registry" / "blobs").rglob("data") if p.stat().st_size >= 1 << 20]
+        assert len(blobs) == 1, blobs
+        blobs[0].unlink()
+        with pytest.raises(grpc.RpcError) as err:
+            docker_plugin.create(IMAGE, {"name": name})
+        assert f"unable to pull image {name}: unknown blob" in err.value.details()
+    finally:
+        registry.stop()
+
+
 def test_volume_adopts_an_existing_one_and_delete_of_gone_succeeds(docker_plugin, client):
     name = f"rvllm-standin-{secrets.token_hex(3)}"
     client.volumes.create(name)
