@@ -8,6 +8,7 @@ share this machine's network, so their s3Endpoint is this machine's loopback (a 
 name the S3 server's address)."""
 from __future__ import annotations
 
+import os
 import secrets
 import shutil
 import subprocess
@@ -27,7 +28,7 @@ REGISTRY = "127.0.0.1:5005"
 HOSTS = {"a": "127.0.0.2", "b": "127.0.0.3"}
 SSH_PORT = 2222
 SIM = ROOT / "scripts" / "sim-hosts"
-CLIENT_KEY = ROOT / ".state" / "sim-hosts" / "client_key"
+CLIENT_KEY = Path(os.environ.get("SIM_HOSTS_DIR") or ROOT / ".state" / "sim-hosts") / "client_key"
 MOUNT_ROOT = "/mnt/rv-hosts"
 
 
@@ -39,6 +40,7 @@ def sim(*args: str, check: bool = True, timeout: int = 1200) -> subprocess.Compl
 
 
 def start(hosts: dict[str, str] = HOSTS) -> None:
+    sim("space", LOCAL_IMAGE, *hosts)       # a full disk fails here, saying so, not in the hosts' pulls
     sim("registry-up", LOCAL_IMAGE)
     sim("up", *[x for h, a in hosts.items() for x in (h, a)])
 
@@ -63,12 +65,15 @@ def containers(host: str, stack: str) -> dict[str, str]:
     return dict(line.split() for line in out.splitlines() if line.strip())
 
 
-def remove_containers(stack: str, hosts: dict[str, str] = HOSTS) -> None:
-    """Whatever a failed run left of ``stack`` on the hosts."""
+def remove_leftovers(stack: str, prefix: str, hosts: dict[str, str] = HOSTS) -> None:
+    """Whatever a failed run left of ``stack`` on the hosts, and its rclone VFS caches: destroy
+    keeps those unless purgeOnDestroy is set (the product's choice; the README says so), and each
+    run's test stack is new, so kept caches would pile up a copy of the model per run and host."""
     for h in hosts:
         if sim("exec", h, "true", check=False).returncode == 0:
             on_host(h, f"ids=$(docker ps -aq --filter label=rustfs-vllm.stack={stack}); "
-                       "[ -z \"$ids\" ] || docker rm -f $ids >/dev/null")
+                       "[ -z \"$ids\" ] || docker rm -f $ids >/dev/null; "
+                       f"rm -rf /var/cache/rustfs-vllm/{prefix}")
 
 
 def completions_served(host: str, container: str) -> int:
@@ -127,4 +132,4 @@ def make_stack(tmp: Path, name: str, models: list[dict], hosts: dict[str, str] =
 
 def tear_down(ctx: dict, hosts: dict[str, str] = HOSTS) -> None:
     ctx["stack"].teardown(ctx["volume"])
-    remove_containers(ctx["stack"].name, hosts)
+    remove_leftovers(ctx["stack"].name, ctx["prefix"], hosts)
