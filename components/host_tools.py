@@ -11,6 +11,7 @@ is. Destroy (after every mount on the host is gone) removes the folder.
 from __future__ import annotations
 
 import base64
+import gzip
 import hashlib
 import io
 import os
@@ -50,7 +51,6 @@ def bundle(ca_bundle: str = "") -> bytes:
             info.size, info.mode, info.mtime, info.uid, info.gid = len(data), 0o644 if name == CA_FILE else 0o755, 0, 0, 0
             tar.addfile(info, io.BytesIO(data))
     out = io.BytesIO()
-    import gzip
     with gzip.GzipFile(fileobj=out, mode="wb", mtime=0) as gz:
         gz.write(raw.getvalue())
     return out.getvalue()

@@ -110,7 +110,7 @@ class ServingStack(pulumi.ComponentResource):
         p, models = host.prefix, [m for m in cfg.models if host.name in m.hosts]
         remote: Optional[RemoteHost] = None
         docker_opts = pulumi.ResourceOptions(parent=self)
-        ssh_bin = ""
+        ssh_bin = ca_path = ""
         after_bucket: list[pulumi.Resource] = [self.bucket]
         if not host.local:
             assert self.ssh_files is not None
@@ -127,6 +127,7 @@ class ServingStack(pulumi.ComponentResource):
                 pulumi.ResourceOptions(parent=self))
             remote = RemoteHost(connection=connection, tools_dir=host.tools_dir)
             after_bucket = [self.bucket, tools]
+            ca_path = tools.ca_path
             ssh_bin = ssh.wrapper(host, self.ssh_files)
         # The root is made only once the storage answers with our keys: a failed up leaves no mount.
         root = MountRoot(f"{p}mount-root", MountRootArgs(path=host.mount_path, host=remote),
@@ -148,7 +149,7 @@ class ServingStack(pulumi.ComponentResource):
                 log_file=f"{log_dir}/rclone-{cfg.stack}-{m.prefix}.log",
                 marker_file="" if remote else os.path.join(cfg.state_dir, "mounts", cfg.stack, f"{m.prefix}.json"),
                 alive=None if remote else machine.mount_alive, host=remote,
-                remote_ca_path=f"{host.tools_dir}/ca.pem" if remote and cfg.ca_bundle else ""),
+                remote_ca_path=ca_path),
                 pulumi.ResourceOptions(parent=self, depends_on=[root, cache]))
 
         # One image resource per host for all its models: pulled by `up` when missing, kept on destroy.

@@ -199,8 +199,10 @@ def find_image(c: Any, name: str, log: Any) -> Any:
 
 
 def _repo_digest(image: Any, name: str) -> str:
+    from docker.utils import parse_repository_tag
+
     digests = image.attrs.get("RepoDigests") or []
-    repo = name.split("@")[0].rsplit(":", 1)[0] if ":" in name.split("/")[-1] else name
+    repo = parse_repository_tag(name)[0]
     return next((d for d in digests if d.split("@")[0] == repo), digests[0] if digests else "")
 
 

@@ -3,9 +3,11 @@ service and against the real Docker engine: the real provider's replace/update s
 replacement, uploads, refresh of what is gone or stopped, delete of what is already gone."""
 from __future__ import annotations
 
+import io
 import json
 import secrets
 import subprocess
+import tarfile
 import time
 import urllib.request
 
@@ -16,6 +18,7 @@ from pulumi.runtime.proto import provider_pb2
 
 from standins.plugin import decode
 from tests.helpers import free_port
+from tests.registry import Registry
 
 CONTAINER = "docker:index/container:Container"
 IMAGE = "docker:index/remoteImage:RemoteImage"
@@ -145,11 +148,6 @@ def test_a_pull_that_fails_midway_names_the_daemons_error(docker_plugin, client,
     """A pull whose layer the registry has lost (as with a full disk on the host, the daemon only
     says so inside its progress stream): the error names the daemon's own words, not just "no such
     image" (the CI run that filled its disk said only that)."""
-    import io
-    import tarfile
-
-    from tests.registry import Registry
-
     registry = Registry(tmp_path / "registry")
     name = f"{registry.host}/rvllm-standin/lost-layer:{secrets.token_hex(3)}"
     try:

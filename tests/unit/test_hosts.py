@@ -154,6 +154,31 @@ def test_remote_mounts_follow_the_hosts_tools(multi):
     assert env["RV_LOG"].startswith("/var/lib/rustfs-vllm/rvllm-multi/logs/")
 
 
+def test_a_remote_mount_reads_the_ca_bundle_the_hosts_tools_put_there(tmp_path, monkeypatch):
+    """With rustfsCaBundle, HostTools copies the CA to <tools_dir>/ca.pem on each host, and that
+    host's mounts give rclone that path (not this machine's file)."""
+    import base64
+    import gzip
+    import io
+    import tarfile
+
+    from tests.tls import make_pki
+
+    pki = make_pki(tmp_path / "pki")
+    monkeypatch.chdir(tmp_path)
+    cfg = load(raw_two_hosts(tmp_path, rustfsEndpoint="https://s3.example.internal:9000", rustfsCaBundle=str(pki.ca)))
+    cfg = type(cfg)(**{**cfg.__dict__, "state_dir": str(tmp_path / ".state")})
+    graph = build(cfg, stack="multi")
+    remote = {r.name: r for r in graph.by_type(REMOTE)}
+    for h in "ab":
+        tools = base64.b64decode(remote[f"{h}-host-tools-command"].plain("stdin"))
+        with tarfile.open(fileobj=io.BytesIO(gzip.decompress(tools))) as tar:
+            assert tar.extractfile("ca.pem").read() == open(pki.ca, "rb").read()
+        env = {k: base64.b64decode(v).decode() for k, v in
+               (line.split("=", 1) for line in remote[f"{h}-mount-both-command"].plain("stdin").splitlines())}
+        assert env["RV_CA_CERT"] == "/var/lib/rustfs-vllm/rvllm-multi/ca.pem", h
+
+
 def test_secrets_stay_secret_on_every_host(multi):
     """Every input carrying a credential or the SSH key is secret (the connection's privateKey
     field itself, as pulumi-command marks it), and none is in a command line, trigger or sshOpts."""
