@@ -1,5 +1,5 @@
 # rustfs-vllm. The README's two commands are `scripts/up` (== make up) and `scripts/test` (== make test).
-.PHONY: up test test-rustfs bootstrap unit integration e2e bench destroy images rustfs-image
+.PHONY: up test test-rustfs bootstrap unit integration e2e bench bench-serve destroy images rustfs-image
 up:
 	scripts/up
 test:
@@ -20,5 +20,7 @@ e2e:
 	scripts/bootstrap >/dev/null && . scripts/env.sh && python -m pytest -q tests/e2e
 bench:
 	scripts/bench $(BENCH_ARGS)
+bench-serve:
+	scripts/bench-serve $(BENCH_ARGS)
 destroy:
 	. scripts/env.sh && pulumi destroy --yes --stack $${STACK:-offline}

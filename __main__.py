@@ -40,17 +40,24 @@ pulumi.export("mount_path", stack.mount_root.path)
 
 
 def curl(base_url: pulumi.Output[str], model: str) -> pulumi.Output[str]:
+    """The request an OpenAI client sends by default (no temperature: sampled), as a curl line."""
     return base_url.apply(
         lambda url: f"curl -s {url}/completions -H 'Content-Type: application/json'"
                     + (" -H \"Authorization: Bearer $VLLM_API_KEY\"" if cfg.vllm_api_key else "")
                     + f" -d '{{\"model\": \"{model}\", \"prompt\": \"{cfg.smoke_prompt}\", \"max_tokens\": "
-                      f"{cfg.smoke_max_tokens}, \"temperature\": 0}}'")
+                      f"{cfg.smoke_max_tokens}}}'")
+
+
+def metrics(base_url: pulumi.Output[str]) -> pulumi.Output[str]:
+    """vLLM's Prometheus endpoint beside its OpenAI API."""
+    return base_url.apply(lambda url: url.removesuffix("/v1") + "/metrics")
 
 
 first = cfg.models[0]
 if cfg.hosts[0].implicit:   # one local host: the outputs stacks had before `hosts`
     servers = stack.servers[cfg.hosts[0].name]
     pulumi.export("models", {name: {"base_url": s.base_url, "served_name": s.served_name,
+                                    "metrics_url": metrics(s.base_url),
                                     "prefix": f"s3://{cfg.bucket}/{stack.uploads[name].prefix_value}/"}
                              for name, s in servers.items()})
     pulumi.export("curl", curl(servers[first.name].base_url, first.name))
@@ -61,6 +68,7 @@ else:
     pulumi.export("models", {m.name: {
         "served_name": m.name, "prefix": f"s3://{cfg.bucket}/{stack.uploads[m.name].prefix_value}/",
         "hosts": list(m.hosts), "base_urls": [stack.servers[h][m.name].base_url for h in m.hosts],
+        "metrics_urls": [metrics(stack.servers[h][m.name].base_url) for h in m.hosts],
         "curls": {h: curl(stack.servers[h][m.name].base_url, m.name) for h in m.hosts},
         **({"entry_url": stack.balancer.urls[m.name]} if m.balancer_port and stack.balancer else {})}
         for m in cfg.models})

@@ -12,7 +12,8 @@ One model ("both") on hosts a and b, one ("one") on host a only. Steps, on one s
   preview -> up -> completions from every host through its own read-only mount, and through the
   model's entry point, spread over both hosts -> no-change up
   -> change "one" (touches only host a's "one") -> kill rclone of "both" on host b while host a
-  keeps serving (b's mount comes back by itself) -> host b down: the model's entry point (nginx on
+  keeps serving (b's mount comes back by itself) -> host b's vLLM killed under load through the entry
+  point (only requests in flight on b fail; b comes back by its restart policy) -> host b down: the model's entry point (nginx on
   this machine) keeps answering from a, preview and up fail naming it,
   destroy cleans host a and fails for b -> b back: destroy ends with no container or mount on any
   host, every object kept.
@@ -29,6 +30,7 @@ import yaml
 from tests import s3_under_test
 from tests.helpers import ROOT, free_port
 from tests.pulumi_cli import Stack
+from tests.serving.load import SteadyLoad
 from tests.hosts.sim import (HOSTS, MODEL, complete, completions_served, containers, make_stack, on_host,
                              rclone_mounts, sim, start, stop, tear_down, url)
 
@@ -143,6 +145,30 @@ def test_two_hosts(env):
     assert complete(url("b", 8101), "both") and complete(url("a", 8101), "both")
     stored = s3_under_test.volume_objects(env["volume"])
     assert len(stored) > 2
+
+    # 5b. under load through the entry point (four clients, sampled, half streamed, no retries), host
+    #     b's vLLM main process is killed: only requests in flight on b may fail; every request sent
+    #     after the kill is answered (by a, until b's restart policy brought it back); preview stays empty
+    pid = on_host("b", f"docker inspect -f '{{{{.State.Pid}}}}' {box}").strip()
+    with SteadyLoad(env["entry"], "both", workers=4) as load:
+        time.sleep(4)
+        assert [o for o in load.outcomes if o.ok] and not [o for o in load.outcomes if not o.ok]
+        on_host("b", f"kill -9 {pid}")
+        at = time.monotonic()            # after the kill: a request started from here on must not fail
+        deadline = time.monotonic() + 600
+        while time.monotonic() < deadline:
+            try:
+                complete(url("b", 8101), "both", timeout=30)
+                break
+            except Exception:  # noqa: BLE001 - b restarting
+                time.sleep(1)
+        b_back = round(time.monotonic() - at, 1)
+        time.sleep(4)
+    report = load.report(at)
+    env["timings"]["entry_vllm_b_killed_under_load"] = {**report, "b_serving_again_after_s": b_back}
+    assert report["requests"] > 8 and report["failed"] == report["failed_in_flight"] <= 4, report
+    assert on_host("b", f"docker inspect -f '{{{{.RestartCount}}}}' {box}").strip() == "1"
+    stack.run("preview", "--expect-no-changes", label="preview_after_b_vllm_killed")
 
     # 6. host b goes down (sshd, Docker and mounts gone): preview and up stop before changing
     #    anything, naming the host; destroy removes what it can on host a and fails for b's resources;

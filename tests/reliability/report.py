@@ -55,6 +55,18 @@ endpoint on HTTPS on loopback ({server}, serving TLS with a certificate from a C
 After each failure the test looks at `/proc/mounts`, the process list and Docker.
 """
 
+SERVING = """
+## Faults while serving, under load
+
+`tests/serving/test_under_faults.py` (one stack, {server}) and step 5b of
+`tests/hosts/test_two_hosts.py` (two simulated hosts behind the model's entry point): four clients
+send sampled requests back to back, half of them streamed, with the `openai` client and no retries,
+while one part is broken for real. "Without service": from the fault to the first answer to a
+request sent after the first failure (0 when nothing failed). "In flight": failed requests that
+were already running when the fault hit. "After back": failures among requests sent after service
+came back (must be 0). The preview column is the plan `pulumi preview` showed right after.
+"""
+
 
 SERVERS = {
     "rustfs": "**real RustFS 1.0.1**, the local build `rustfs-vllm/rustfs:1.0.1-local` made from the crates.io "
@@ -92,8 +104,34 @@ def main() -> None:
         for r in json.loads(tls_file.read_text()):
             detail = r["detail"].replace("|", "/").replace("`", "'")
             lines.append(f"| {r['case']} | {r['stage']} | {r['result']} | `{detail}` |")
+    lines += serving_rows(state, kind, other)
     lines.append(f"\n_Last run: {time.strftime('%Y-%m-%d %H:%M %Z')}._\n")
     (ROOT / "docs" / "RELIABILITY.md").write_text("\n".join(lines))
+
+
+def serving_rows(state, kind: str, other: str) -> list[str]:
+    """The faults-while-serving table, from the serving suite and the two-host suite's step 5b."""
+    serving_kind = kind if (state / f"serving-{kind}.json").exists() else other
+    rows = []
+    serving = state / f"serving-{serving_kind}.json"
+    if serving.exists():
+        rows += [(r["case"], r) for r in json.loads(serving.read_text()).get("faults", [])]
+    hosts = state / f"e2e-hosts-{serving_kind}.json"
+    if hosts.exists():
+        r = json.loads(hosts.read_text()).get("entry_vllm_b_killed_under_load")
+        if r:
+            rows.append(("two hosts behind the entry point: host b's vLLM main process killed (SIGKILL) under "
+                         f"load; b served again after {r['b_serving_again_after_s']} s", {**r, "preview_after": "no changes"}))
+    if not rows:
+        return []
+    out = [SERVING.format(server=SERVERS[serving_kind].split(";")[0]),
+           "| fault | requests | failed | in flight | after back | without service (s) | preview after | errors |",
+           "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for case, r in rows:
+        errors = ", ".join(r.get("errors") or []).replace("|", "/") or "-"
+        out.append(f"| {case} | {r['requests']} | {r['failed']} | {r['failed_in_flight']} | {r['failed_after_restored']} "
+                   f"| {r['seconds_without_service']} | {r['preview_after']} | {errors} |")
+    return out
 
 
 if __name__ == "__main__":

@@ -151,13 +151,20 @@ def test_sigint_mid_run_then_up_converges(world):
         time.sleep(0.05)
     os.killpg(proc.pid, signal.SIGINT)
     out, _ = proc.communicate(timeout=900)
-    # the run stops (mount and vLLM are still to come when the signal lands) ...
+    # the run stops: Pulumi lets the operations in flight finish and starts no new one. How far it
+    # got depends on how busy the machine is (on a loaded one the upload may finish first), so the
+    # check is on what the engine did, not on timing: whatever exists on the machine is in the state
+    # (nothing made behind the engine's back), and the run did not complete.
     assert proc.returncode != 0, out[-3000:]
-    assert not [c for c in docker.from_env().containers.list(
-        all=True, filters={"label": f"rustfs-vllm.stack={world.stack.name}"})], "vLLM started despite SIGINT"
+    containers = {c.id for c in docker.from_env().containers.list(
+        all=True, filters={"label": f"rustfs-vllm.stack={world.stack.name}"})}
+    recorded = {r.get("id") for r in world.stack.state()["deployment"].get("resources", [])
+                if r["type"] == "docker:index/container:Container"}
+    assert containers <= recorded, f"containers not in the state after SIGINT: {containers - recorded}"
     # ... and leaves the stack unlocked: the next command runs without `pulumi cancel`
     world.stack.run("preview")
-    record("pulumi up SIGINT mid-upload", "interrupted; stack left unlocked", f"exit {proc.returncode}")
+    record("pulumi up SIGINT mid-upload", "interrupted; stack left unlocked, nothing outside the state",
+           f"exit {proc.returncode}; {len(containers)} container(s) made before the run stopped, all in the state")
 
 
 def test_sigkill_mid_upload_then_cancel_refresh_up_converges(world):
