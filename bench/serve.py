@@ -3,8 +3,8 @@
 Ours: a stack brought up through the real engine (tests/serving/stack.py: the S3 server in the
 stack, the rclone mount, our vLLM image reading the weights through the mount). Baseline, in the
 same run: the same image with the same arguments and environment serving the same weights from
-this machine's disk (a bind of the folder). Both stay up; the runs alternate (ours, local, ours,
-local, ...) so both see the same machine. Every run is bounded (a request count and a time limit)
+this machine's disk (a bind of the folder). Both stay up; the runs alternate in ABBA order (ours,
+local, local, ours, ...) so both see the same machine and neither always goes first. Every run is bounded (a request count and a time limit)
 and sends only to loopback.
 
 For each concurrency (1, 4, 16, 64) and mode (plain, streaming): requests with the OpenAI client's
@@ -88,12 +88,13 @@ def main() -> None:
         for url in targets.values():   # one warm-up request each: first-request costs out of the figures
             run_load(url, SERVED, count=2, concurrency=2, api_key=ours.api_key, max_tokens=4)
         for c in levels:
-            count = max(16, 4 * c)
+            count = max(16, 2 * c)
             for stream in (False, True):
                 mode = "streaming" if stream else "plain"
                 runs: dict[str, list] = {"mount": [], "local": []}
                 for r in range(args.runs):
-                    for side, url in targets.items():
+                    # ABBA order (mount, local, local, mount, ...): neither side always goes first
+                    for side, url in (list(targets.items())[::1 if r % 2 == 0 else -1]):
                         s = run_load(url, SERVED, count=count, concurrency=c, api_key=ours.api_key,
                                      max_tokens=args.max_tokens, stream=stream, limit_s=600, seed=r)
                         runs[side].append(s)

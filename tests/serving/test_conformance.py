@@ -232,6 +232,14 @@ def test_metrics_are_prometheus_text_with_request_counters(served):
     assert metric(text, "vllm:generation_tokens_total") > 0 and metric(text, "vllm:prompt_tokens_total") > 0
 
 
+def test_once_loaded_no_process_of_the_container_maps_or_holds_a_file_of_the_mount(served):
+    """Why the mount is off the serving path (and `make bench-serve` finds mount and local disk
+    equal): after loading, the weights are in the engine's memory, not mapped from /models."""
+    out = served.container().exec_run(["sh", "-c", 'for p in /proc/[0-9]*; do grep -H " /models/" $p/maps; '
+                                                   'ls -l $p/fd | grep " /models/"; done; echo scanned'])
+    assert out.output.decode().strip() == "scanned", out.output.decode()[:2000]
+
+
 def test_no_5xx_and_no_restart_during_the_whole_suite(served, started):
     status, text = raw(served, "/metrics")
     five = [ln for ln in text.splitlines() if ln.startswith("http_requests_total") and 'status="5xx"' in ln
