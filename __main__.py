@@ -7,7 +7,7 @@ import os
 
 import pulumi
 
-from components import config, machine, settings, ssh, tls
+from components import config, machine, preflight, settings, ssh, tls
 from components.stack import ServingStack, ServingStackArgs
 
 raw, problems = settings.read_raw()
@@ -29,6 +29,17 @@ except config.ConfigError as exc:
     if problems and exc.problems is not problems:
         exc = config.ConfigError(problems + exc.problems)
     raise pulumi.RunError(str(exc)) from None
+
+
+def remote_docker(h) -> "preflight.DockerFacts | None":
+    files = ssh.files(os.path.join(PROJECT, ".state"), settings.stack_name(), cfg.ssh_private_key, cfg.hosts)
+    return preflight.remote_facts(ssh.ssh_argv(h, files))
+
+
+# what `up` would fail on after uploading and mounting (GPUs, container names), before anything is made
+found = preflight.check(cfg, remote=remote_docker)
+if found:
+    raise pulumi.RunError(str(config.ConfigError(found)))
 
 stack = ServingStack("rustfs-vllm", ServingStackArgs(config=cfg))
 

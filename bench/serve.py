@@ -34,14 +34,16 @@ sys.path.insert(0, str(ROOT))
 
 from tests.helpers import free_port, wait_http  # noqa: E402
 from tests.serving.load import run_load  # noqa: E402
-from tests.serving.stack import MAX_MODEL_LEN, SERVED, VLLM_IMAGE, bring_up, tear_down  # noqa: E402
+from tests.serving.stack import MAX_MODEL_LEN, MODEL, SERVED, VLLM_IMAGE, bring_up, tear_down  # noqa: E402
 
 SERVERS = {"rustfs": "RustFS 1.0.1 (local build from crates.io, rustfs-vllm/rustfs:1.0.1-local)",
            "standin": "rclone serve s3 (S3 stand-in, not RustFS)"}
 
 
 def start_local(model: Path, api_key: str) -> tuple[object, str]:
-    """The baseline: the same image, argv and environment as the stack's container, weights from disk."""
+    """The baseline: the same image, argv and environment as the stack's container, weights from
+    disk (the built model folder itself: the stack's source is a Hugging Face cache snapshot of it,
+    whose links would not resolve inside a container)."""
     client = docker.from_env()
     port = free_port()
     key_file = Path(tempfile.mkdtemp()) / "key.yaml"
@@ -83,7 +85,7 @@ def main() -> None:
                      "sampling": "OpenAI client defaults (temperature 1.0)",
                      "prompts": "mixed lengths: 8, 32, 96, 192 words", "levels": {}, "load_before": load_avg()}
     try:
-        local, local_url = start_local(ours.model, ours.api_key)
+        local, local_url = start_local(MODEL, ours.api_key)
         targets = {"mount": ours.base_url, "local": local_url}
         for url in targets.values():   # one warm-up request each: first-request costs out of the figures
             run_load(url, SERVED, count=2, concurrency=2, api_key=ours.api_key, max_tokens=4)

@@ -1,6 +1,7 @@
 """Facts about local folders: a Hugging Face model folder's layout, and a mount point's state."""
 from __future__ import annotations
 
+import errno
 import json
 import os
 from typing import Optional
@@ -11,37 +12,65 @@ WEIGHT_NAMES = ("pytorch_model.bin",)
 
 
 def walk_files(root: str) -> tuple[list[str], list[str]]:
-    """Relative paths of the regular files under ``root`` and a list of problems.
+    """Relative paths of the files under ``root`` and a list of problems, one line per cause.
 
-    Symlinks (to anything) and entries that are neither files nor folders are problems: a model
-    folder is uploaded as it is, and a link could pull in files from outside it.
+    A symlink to a file is followed: the file is uploaded (and hashed) under the link's name, so a
+    Hugging Face cache snapshot (``snapshots/<rev>/*`` linking into ``../../blobs/``, the layout
+    ``huggingface-cli download`` and ``snapshot_download()`` make) is a model folder like any other.
+    A dangling link, a link loop, a link to a folder and entries that are neither files nor
+    folders are problems; names starting with a dot (``.cache/``, ``.git/``) are never part of a model.
     """
+    files, problems, _ = _walk(root)
+    return files, problems
+
+
+def _walk(root: str) -> tuple[list[str], list[str], set[str]]:
+    """(files, problems, the names of the entries those problems are about)."""
     files: list[str] = []
     problems: list[str] = []
+    refused: set[str] = set()
     for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
         for d in list(dirnames):
             full = os.path.join(dirpath, d)
             if os.path.islink(full):
-                problems.append(f"no symlinks inside the model folder ({os.path.relpath(full, root)} -> "
-                                f"{os.readlink(full)})")
+                problems.append(f"no links to folders ({os.path.relpath(full, root)} -> {os.readlink(full)})")
+                refused.add(d)
                 dirnames.remove(d)
             elif d.startswith("."):
-                dirnames.remove(d)  # .cache/, .git/: never part of the model
+                dirnames.remove(d)
         for f in filenames:
             full = os.path.join(dirpath, f)
             rel = os.path.relpath(full, root)
             if f.startswith("."):
                 continue
-            if os.path.islink(full):
-                problems.append(f"no symlinks inside the model folder ({rel} -> {os.readlink(full)})")
-            elif not os.path.isfile(full):
-                problems.append(f"regular files only ({rel} is not one)")
-            elif not os.access(full, os.R_OK):
-                problems.append(f"readable files only ({rel} cannot be read by this user)")
+            problem = entry_problem(full, rel)
+            if problem:
+                problems.append(problem)
+                refused.add(f)
             else:
                 files.append(rel.replace(os.sep, "/"))
     files.sort()
-    return files, problems
+    return files, problems, refused
+
+
+def entry_problem(full: str, rel: str) -> str:
+    """What keeps one entry of a model folder from being uploaded ("" if nothing); links followed."""
+    link = f"{rel} -> {os.readlink(full)}" if os.path.islink(full) else ""
+    try:
+        os.stat(full)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return f"no symlink loops ({link})"
+        if link:
+            return f"no dangling symlinks ({link}: the target does not exist)"
+        return f"regular files only ({rel}: {exc.strerror})"
+    if os.path.isdir(full):
+        return f"no links to folders ({link})"
+    if not os.path.isfile(full):
+        return f"regular files only ({link or rel} is not one)"
+    if not os.access(full, os.R_OK):
+        return f"readable files only ({link or rel} cannot be read by this user)"
+    return ""
 
 
 def folder_problems(source: str) -> list[str]:
@@ -54,19 +83,20 @@ def folder_problems(source: str) -> list[str]:
         return ["a folder (it is a file)"]
     if not os.access(source, os.R_OK | os.X_OK):
         return ["a folder this user can read"]
-    files, problems = walk_files(source)
-    names = {f.split("/")[-1] for f in files}
-    if "config.json" not in files:
-        problems.append("a Hugging Face folder with config.json at its top (none found)")
-    else:
+    files, problems, refused = _walk(source)
+    # an entry refused above is not reported missing again: one line per cause
+    names = {f.split("/")[-1] for f in files} | refused
+    if "config.json" in files:
         try:
             with open(os.path.join(source, "config.json"), encoding="utf-8") as fh:
                 json.load(fh)
         except (OSError, ValueError) as exc:
             problems.append(f"a config.json that is valid JSON ({exc})")
+    elif "config.json" not in refused:
+        problems.append("a Hugging Face folder with config.json at its top (none found)")
     if not any(n in names for n in TOKENIZER_FILES):
         problems.append(f"tokenizer files ({', '.join(TOKENIZER_FILES)}): none found")
-    if not any(f.endswith(WEIGHT_SUFFIXES) or f.split('/')[-1] in WEIGHT_NAMES for f in files):
+    if not any(n.endswith(WEIGHT_SUFFIXES) or n in WEIGHT_NAMES for n in names):
         problems.append("weights (*.safetensors or pytorch_model.bin): none found")
     return problems
 

@@ -139,3 +139,27 @@ def cmdline(pid: int) -> str:
 def alive_of(processes: dict[int, str]) -> dict[int, str]:
     """Those of ``processes`` still running the same command (a reused pid does not count)."""
     return {pid: cmd for pid, cmd in processes.items() if cmd and cmdline(pid) == cmd}
+
+
+def make_hf_cache(model: Path, cache: Path, repo: str = "HuggingFaceTB/SmolLM2-135M-Instruct",
+                  revision: str = "0123456789abcdef0123456789abcdef01234567") -> Path:
+    """The model folder ``model`` laid out as the Hugging Face hub cache keeps it (what
+    ``huggingface-cli download`` and ``snapshot_download()`` make): ``models--<org>--<name>/blobs/<hash>``
+    holding the bytes, ``snapshots/<revision>/<file>`` relative symlinks into ``../../blobs/``, and
+    ``refs/main``. Returns the snapshot folder, the path users point at."""
+    import hashlib
+    import shutil
+
+    root = cache / f"models--{repo.replace('/', '--')}"
+    snapshot = root / "snapshots" / revision
+    (root / "blobs").mkdir(parents=True, exist_ok=True)
+    (root / "refs").mkdir(exist_ok=True)
+    (root / "refs" / "main").write_text(revision)
+    for src in sorted(p for p in model.rglob("*") if p.is_file() and not p.name.startswith(".")):
+        rel = src.relative_to(model)
+        h = hashlib.sha256(src.read_bytes()).hexdigest()
+        shutil.copyfile(src, root / "blobs" / h)
+        link = snapshot / rel
+        link.parent.mkdir(parents=True, exist_ok=True)
+        os.symlink(os.path.relpath(root / "blobs" / h, link.parent), link)
+    return snapshot

@@ -143,14 +143,24 @@ def _unknown_key(cfg, stack):
     cfg["mountFlag"] = ["--dir-cache-time", "10s"]
 
 
+def _foreign_container(cfg, stack):
+    """A container with the name this stack gives its vLLM container, made by hand (no stack label)."""
+    import docker
+
+    name = f"{stack.name}-vllm-m"
+    c = docker.from_env().containers.create(s3_under_test.STANDIN_IMAGE, ["version"], name=name,
+                                            labels={"made-by": "hand"})
+    stack.cleanup.append(lambda: c.remove(force=True))  # type: ignore[attr-defined]
+    stack.expect_value = f"the container {name!r} exists and is not this stack's"  # type: ignore[attr-defined]
+
+
 def _same_port(cfg, stack):
     two_models()(cfg, stack)
     cfg["models"][1]["port"] = cfg["models"][0]["port"]
 
 
-def _symlink_escape(folder: Path) -> None:
-    (folder.parent / "outside.txt").write_text("not part of the model")
-    os.symlink("../outside.txt", folder / "extra.json")
+def _dangling_link(folder: Path) -> None:
+    os.symlink("../gone.json", folder / "extra.json")
 
 
 def _no_weights(folder: Path) -> None:
@@ -166,9 +176,9 @@ PREVIEW_CASES = [
     ("missing model folder", model_fields(source="/nonexistent/model"),
      ["models[m].source", "/nonexistent/model", "an existing local folder"]),
     ("folder without weights", model_folder(_no_weights), ["models[m].source", "weights (*.safetensors"]),
-    ("symlink escaping the folder", model_folder(_symlink_escape),
-     ["models[m].source", "no symlinks", "extra.json -> ../outside.txt"]),
-    ("'..' link escaping the folder", model_folder(_dir_link), ["models[m].source", "no symlinks", "parent -> .."]),
+    ("dangling symlink in the folder", model_folder(_dangling_link),
+     ["models[m].source", "no dangling symlinks", "extra.json -> ../gone.json"]),
+    ("link to a folder ('..')", model_folder(_dir_link), ["models[m].source", "no links to folders", "parent -> .."]),
     ("invalid bucket name", top(bucket="Models_2026"), ["rustfs-vllm:bucket", "Models_2026", "3-63 characters"]),
     ("prefix collision", two_models(prefix="M"), ["models[m2].prefix", "'M'", "collides with model 'm'"]),
     ("duplicate served names", two_models(name="m"), ["models[m].name", "duplicate"]),
@@ -201,6 +211,12 @@ PREVIEW_CASES = [
     ("mount flag with a credential", top(mountFlags=["--s3-secret-access-key", "x"]),
      ["rustfs-vllm:mountFlags", "--s3-secret-access-key", "credentials reach rclone through its environment"]),
     ("restart policy", top(vllmRestart="sometimes"), ["rustfs-vllm:vllmRestart", "sometimes", "unless-stopped"]),
+    ("GPUs on a Docker host without them", top(vllmGpus="all"),
+     ["rustfs-vllm:vllmGpus = 'all'", "no NVIDIA runtime", "NVIDIA Container Toolkit"]),
+    ("a model's GPUs on a Docker host without them", model_fields(gpus="0,1"),
+     ["rustfs-vllm:models[m].gpus = '0,1'", "NVIDIA Container Toolkit"]),
+    ("a container of the stack's name made by hand", _foreign_container,
+     ["rustfs-vllm:namePrefix", "no label says who made it", "docker rm -f"]),
 ]
 
 

@@ -18,6 +18,7 @@ import asyncio
 import random
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from typing import Optional
 
@@ -167,8 +168,12 @@ def run_load(base_url: str, model: str, count: int, concurrency: int, *, api_key
     """``count`` sampled requests (mixed prompt lengths) at ``concurrency``; every ``chat_every``-th
     one a chat completion (0: none)."""
     prompts = prompts or mixed_prompts(count, seed=seed)
-    outcomes, duration = asyncio.run(_run(base_url, api_key, model, prompts[:count], concurrency, max_tokens, stream,
-                                          limit_s, request_timeout, chat_every))
+    run = _run(base_url, api_key, model, prompts[:count], concurrency, max_tokens, stream, limit_s, request_timeout,
+               chat_every)
+    # its own thread: asyncio.run() in the caller's thread would leave it with no event loop (the
+    # Pulumi SDK, in the same pytest process later, asks for one)
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        outcomes, duration = pool.submit(asyncio.run, run).result()
     return summarize(outcomes, concurrency, stream, duration)
 
 

@@ -7,14 +7,13 @@ from __future__ import annotations
 
 import json
 import secrets
-import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import docker
 
 from tests import s3_under_test
-from tests.helpers import ROOT, free_port
+from tests.helpers import ROOT, free_port, make_hf_cache
 from tests.pulumi_cli import Stack
 
 MODEL = ROOT / "models" / "SmolLM2-135M-Instruct"
@@ -49,9 +48,10 @@ class Served:
 
 def bring_up(tmp: Path, kind: str = s3_under_test.KIND, name: str = "srv") -> Served:
     """`pulumi up` of a stack serving SmolLM2 through the mount, on the S3 server ``kind``, with an
-    API key; returns once it serves (the smoke completions passed)."""
-    model = tmp / PREFIX
-    shutil.copytree(MODEL, model, ignore=shutil.ignore_patterns(".complete"))
+    API key; returns once it serves (the smoke completions passed). The model's source is where
+    most users' models live: a Hugging Face cache snapshot (``.../snapshots/<rev>/``, each file a
+    symlink into ``../../blobs/``)."""
+    model = make_hf_cache(MODEL, tmp / "hub")
     stack = Stack(ROOT, f"{name}-{secrets.token_hex(3)}")
     stack.init()
     port = free_port()

@@ -19,7 +19,7 @@ import time
 from tests.serving.stack import PREFIX, SERVED, Served
 from tests.serving.load import SteadyLoad
 
-WARM_S = 4           # load before the fault
+WARM_N = 4           # answers before the fault
 AFTER_S = 6          # load after service is back, to see that nothing fails any more
 
 
@@ -40,8 +40,7 @@ def preview_is_truthful(served: Served) -> str:
 def under_load(served: Served, fault) -> tuple[dict, float]:
     """Runs ``fault()`` under steady load; returns the load's report around the fault and when it was."""
     with SteadyLoad(served.base_url, SERVED, api_key=served.api_key, workers=4) as load:
-        time.sleep(WARM_S)
-        assert [o for o in load.outcomes if o.ok], "no request succeeded before the fault"
+        load.wait_successes_after(0, n=WARM_N, timeout=120)     # warm: a few answers before the fault
         assert not [o for o in load.outcomes if not o.ok], [o.error for o in load.outcomes if not o.ok]
         at = time.monotonic()
         fault()

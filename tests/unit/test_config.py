@@ -62,8 +62,17 @@ def _set(**values):
 def _symlink_model(tmp_path):
     def change(raw):
         make_model(tmp_path / "ln")
-        os.symlink("/etc/passwd", tmp_path / "ln" / "escape.json")
+        os.symlink("/nonexistent/escape.json", tmp_path / "ln" / "escape.json")
         raw["models"] = [{"name": "ln", "source": "ln"}]
+    return change
+
+
+def _symlink_loop(tmp_path):
+    def change(raw):
+        make_model(tmp_path / "lp")
+        os.symlink("b.json", tmp_path / "lp" / "a.json")
+        os.symlink("a.json", tmp_path / "lp" / "b.json")
+        raw["models"] = [{"name": "lp", "source": "lp"}]
     return change
 
 
@@ -161,12 +170,13 @@ def test_bad_value_is_rejected_with_key_value_and_allowed(good, tmp_path, change
 
 
 @pytest.mark.parametrize("builder,fragments", [
-    (_symlink_model, ["models[ln].source", "no symlinks", "escape.json"]),
-    (_dir_symlink, ["models[dl].source", "no symlinks", "up ->"]),
+    (_symlink_model, ["models[ln].source", "no dangling symlinks", "escape.json -> /nonexistent/escape.json"]),
+    (_symlink_loop, ["models[lp].source", "no symlink loops", "a.json -> b.json", "b.json -> a.json"]),
+    (_dir_symlink, ["models[dl].source", "no links to folders", "up -> .."]),
     (_no_weights, ["models[nw].source", "weights", "none found"]),
     (_no_config, ["models[nc].source", "config.json"]),
     (_nonempty_mount, ["rustfs-vllm:mountPath", "it has files"]),
-], ids=["symlink-file", "symlink-dir", "no-weights", "no-config", "mount-not-empty"])
+], ids=["symlink-dangling", "symlink-loop", "symlink-dir", "no-weights", "no-config", "mount-not-empty"])
 def test_bad_folder_is_rejected(good, tmp_path, builder, fragments):
     message = _bad(tmp_path, good, builder(tmp_path))
     for fragment in fragments:
