@@ -148,25 +148,26 @@ def test_two_hosts(env):
 
     # 5b. under load through the entry point (four clients, sampled, half streamed, no retries), host
     #     b's vLLM main process is killed: only requests in flight on b may fail; every request sent
-    #     after the kill is answered (by a, until b's restart policy brought it back); preview stays empty
+    #     after the kill is answered (by a); then, with the load stopped, b's restart policy brings it
+    #     back and preview stays empty
     pid = on_host("b", f"docker inspect -f '{{{{.State.Pid}}}}' {box}").strip()
     with SteadyLoad(env["entry"], "both", workers=4) as load:
         load.wait_successes_after(0, n=4, timeout=120)         # warm: a few answers before the kill
         assert not [o for o in load.outcomes if not o.ok], [o.error for o in load.outcomes if not o.ok]
         on_host("b", f"kill -9 {pid}")
         at = time.monotonic()            # after the kill: a request started from here on must not fail
-        deadline = time.monotonic() + 600
-        while time.monotonic() < deadline:
-            try:
-                complete(url("b", 8101), "both", timeout=30)
-                break
-            except Exception:  # noqa: BLE001 - b restarting
-                time.sleep(1)
-        b_back = round(time.monotonic() - at, 1)
-        time.sleep(4)
+        load.wait_successes_after(at, n=48, timeout=300)       # answered meanwhile (by host a while b restarts)
     report = load.report(at)
-    env["timings"]["entry_vllm_b_killed_under_load"] = {**report, "b_serving_again_after_s": b_back}
-    assert report["requests"] > 8 and report["failed"] == report["failed_in_flight"] <= 4, report
+    deadline = time.monotonic() + 900
+    while time.monotonic() < deadline:
+        try:
+            complete(url("b", 8101), "both", timeout=30)
+            break
+        except Exception:  # noqa: BLE001 - b restarting
+            time.sleep(1)
+    report["b_serving_again_after_s"] = round(time.monotonic() - at, 1)
+    env["timings"]["entry_vllm_b_killed_under_load"] = report
+    assert report["requests"] >= 48 and report["failed"] == report["failed_in_flight"] <= 4, report
     assert on_host("b", f"docker inspect -f '{{{{.RestartCount}}}}' {box}").strip() == "1"
     stack.run("preview", "--expect-no-changes", label="preview_after_b_vllm_killed")
 

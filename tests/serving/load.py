@@ -230,20 +230,22 @@ class SteadyLoad:
         raise AssertionError(f"fewer than {n} requests succeeded within {timeout} s after the fault")
 
     def report(self, fault_at: float) -> dict:
-        """What a fault at ``fault_at`` did: seconds without service (from the fault to the end of the
-        first success that started after the first failure; 0 when nothing failed), failures in
-        flight at the fault, failures started after it, and failures after service came back."""
+        """What a fault at ``fault_at`` did: the longest time after it in which no request was
+        answered (from the fault to the first answer, and between answers), the failed requests,
+        those of them already in flight at the fault, and the failures among requests sent after
+        service was back (after the first answer to a request sent after the first failure)."""
         outs = sorted(self.outcomes, key=lambda o: o.start)
         failed = [o for o in outs if not o.ok and o.end >= fault_at]
         in_flight = [o for o in failed if o.start < fault_at]
-        gap, restored = 0.0, None
+        answers = sorted(o.end for o in outs if o.ok and o.end >= fault_at)
+        marks = [fault_at, *answers]
+        gap = max((b - a for a, b in zip(marks, marks[1:])), default=float("inf"))
+        restored = None
         if failed:
             first_fail = min(o.start for o in failed)
-            back = [o for o in outs if o.ok and o.start > first_fail]
-            restored = min((o.end for o in back), default=None)
-            gap = (restored - fault_at) if restored is not None else float("inf")
+            restored = min((o.end for o in outs if o.ok and o.start > first_fail), default=None)
         after_back = [o for o in failed if restored is not None and o.start > restored]
         return {"requests": len([o for o in outs if o.end >= fault_at]), "failed": len(failed),
                 "failed_in_flight": len(in_flight), "failed_after_restored": len(after_back),
-                "seconds_without_service": round(gap, 1),
+                "longest_gap_s": round(gap, 1),
                 "errors": sorted({o.error.split(":")[0] + (f" ({o.status})" if o.status else "") for o in failed})[:4]}

@@ -1,6 +1,6 @@
 """Faults while serving, under load, through the real engine: four clients send sampled requests
 back to back (half of them streamed; no client retries) while one part of the served stack is
-broken for real. For each fault: the seconds without service, the failed requests (only requests
+broken for real. For each fault: the longest time without an answer, the failed requests (only requests
 in flight on the failed part, or sent while it was down with nothing to fail over to, may fail;
 none after service is back), and that the next `pulumi preview` is truthful.
 
@@ -92,6 +92,6 @@ def test_vllm_killed_while_serving_restarts_and_fails_only_while_down(served: Se
     # to), failed; none after it served again
     assert report["failed_after_restored"] == 0, report
     assert report["failed"] >= report["failed_in_flight"] >= 1, report
-    assert report["seconds_without_service"] > 0, report
+    assert report["longest_gap_s"] > 5, report           # the restart: vLLM loads the model again
     record(served, "vLLM main process killed (SIGKILL, restart policy unless-stopped) under load", report,
            preview_is_truthful(served))

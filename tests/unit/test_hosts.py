@@ -284,7 +284,8 @@ def test_an_entry_point_spreads_a_model_over_its_hosts(tmp_path, monkeypatch):
                      r"server 10\.0\.0\.12:8000 max_fails=1", conf)
     assert re.search(r"upstream m_one \{\s+server 10\.0\.0\.12:8001 max_fails=1 fail_timeout=10s;\s+keepalive", conf)
     assert "listen 0.0.0.0:9000;" in conf and "listen 0.0.0.0:9001;" in conf
-    assert "proxy_next_upstream error timeout;" in conf and "proxy_buffering off;" in conf
+    assert "proxy_next_upstream error timeout non_idempotent;" in conf and "proxy_buffering off;" in conf
+    assert "proxy_request_buffering off" not in conf     # the body is kept, so a request can go to the next host
     # started once every server of its models answers
     ready = {r.urn for r in g.by_type("command:local:Command") if r.name.endswith("-ready-wait") and "vllm" in r.name}
     assert ready and ready <= set(g.one("rustfs-vllm:serving:Balancer").dependencies)
