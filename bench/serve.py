@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
 import sys
 import tempfile
@@ -40,13 +41,14 @@ SERVERS = {"rustfs": "RustFS 1.0.1 (local build from crates.io, rustfs-vllm/rust
            "standin": "rclone serve s3 (S3 stand-in, not RustFS)"}
 
 
-def start_local(model: Path, api_key: str) -> tuple[object, str]:
+def start_local(model: Path, api_key: str, tmp: Path) -> tuple[object, str]:
     """The baseline: the same image, argv and environment as the stack's container, weights from
     disk (the built model folder itself: the stack's source is a Hugging Face cache snapshot of it,
     whose links would not resolve inside a container)."""
     client = docker.from_env()
     port = free_port()
-    key_file = Path(tempfile.mkdtemp()) / "key.yaml"
+    key_file = tmp / "key.yaml"                     # mode 0600, removed with tmp at the end of the run
+    key_file.touch(mode=0o600)
     key_file.write_text(f"api-key: {json.dumps(api_key)}\n")
     c = client.containers.run(
         VLLM_IMAGE, ["--model", "/models/m", "--served-model-name", SERVED, "--dtype", "float32", "--max-model-len",
@@ -85,7 +87,7 @@ def main() -> None:
                      "sampling": "OpenAI client defaults (temperature 1.0)",
                      "prompts": "mixed lengths: 8, 32, 96, 192 words", "levels": {}, "load_before": load_avg()}
     try:
-        local, local_url = start_local(MODEL, ours.api_key)
+        local, local_url = start_local(MODEL, ours.api_key, tmp)
         targets = {"mount": ours.base_url, "local": local_url}
         for url in targets.values():   # one warm-up request each: first-request costs out of the figures
             run_load(url, SERVED, count=2, concurrency=2, api_key=ours.api_key, max_tokens=4)
@@ -110,6 +112,7 @@ def main() -> None:
         results["load_after"] = load_avg()
         results["seconds"] = round(time.monotonic() - started, 1)
         tear_down(ours, ROOT / ".state" / f"bench-serve-stack-{args.server}.json")
+        shutil.rmtree(tmp, ignore_errors=True)      # the model's cache copy and the key file
     out = ROOT / "bench" / f"results-serve-{args.server}.json"
     out.write_text(json.dumps(results, indent=2))
     print_table(results)

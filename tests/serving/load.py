@@ -154,7 +154,7 @@ async def _run(base_url: str, api_key: str, model: str, prompts: list[str], conc
             outcomes.append(await one_request(client, model, prompt, max_tokens, stream, chat=chat))
 
     tasks = [asyncio.create_task(worker()) for _ in range(concurrency)]
-    done, pending = await asyncio.wait(tasks, timeout=limit_s + request_timeout)
+    _, pending = await asyncio.wait(tasks, timeout=limit_s + request_timeout)
     for t in pending:
         t.cancel()
     duration = time.monotonic() - started
