@@ -13,7 +13,7 @@ Layout (what users see is the guide's: ``<mountPath>/<prefix>/config.json``):
 - ``MountCache``: the stack's rclone VFS cache folder (``mountCacheDir``); deleted after every
   mount, it removes what rclone cached (``purgeOnDestroy``) or says where the cache is and how big.
 
-All are pulumi-command ``local.Command``s running ``scripts/rclone-mount``. Credentials reach rclone
+All are pulumi-command commands running ``scripts/rclone-mount`` on their host (components.hosts). Credentials reach rclone
 through RCLONE_CONFIG_<REMOTE>_* variables in the command's secret ``environment``, never argv.
 A model mount's ``triggers`` hold what needs a new mount (endpoint, bucket, prefix, path, cache,
 flags, rclone binary) and the model's revision: an updated model gets a fresh rclone, and the
@@ -28,7 +28,6 @@ that one mount replaced and ``up`` mounts it again; the containers are not repla
 """
 from __future__ import annotations
 
-import base64
 import json
 import os
 import re
@@ -36,61 +35,17 @@ from dataclasses import dataclass
 from typing import Callable, Mapping, Optional, Sequence
 
 import pulumi
-import pulumi_command as command
 
 from . import tls
+from .hosts import Host
 
-SCRIPT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "scripts", "rclone-mount")
 HASHED_BELOW = 16 * 2**20   # files smaller than this are checked by sha256 through the mount
-
-
-@dataclass(frozen=True)
-class RemoteHost:
-    """A serving host reached over SSH: its mount commands are pulumi-command ``remote.Command``s
-    running the copy of ``scripts/rclone-mount`` that HostTools put in ``tools_dir``."""
-    connection: command.remote.ConnectionArgs
-    tools_dir: str
-
-
-def env_stdin(environment: Mapping[str, str]) -> str:
-    """The script's environment as its standard input: ``NAME=<base64 of the value>`` lines.
-    Remote commands get it this way, never on their command line (``ps``) and never through SSH
-    Setenv (sshd refuses names its AcceptEnv does not list)."""
-    return "".join(f"{k}={base64.b64encode(str(v).encode()).decode()}\n" for k, v in sorted(environment.items()))
-
-
-def script_command(owner: pulumi.Resource, name: str, up: str, down: str, environment: pulumi.Input[Mapping[str, str]],
-                   triggers: list, opts: Optional[pulumi.ResourceOptions],
-                   remote: Optional[RemoteHost] = None) -> pulumi.CustomResource:
-    """``scripts/rclone-mount <up>`` on create, ``<down>`` on delete (first, when replaced: the same
-    path is reused), as a child of ``owner`` with the component's own dependencies; on a remote
-    host, the host's copy of the script over SSH, its environment on stdin."""
-    child = pulumi.ResourceOptions(parent=owner, delete_before_replace=True,
-                                   depends_on=opts.depends_on if opts else None)
-    if remote is not None:
-        script = f"{remote.tools_dir}/rclone-mount"
-        return command.remote.Command(
-            f"{name}-command",
-            connection=remote.connection,
-            create=f"{script} {up} --env-stdin",
-            delete=f"{script} {down} --env-stdin",
-            stdin=pulumi.Output.from_input(environment).apply(env_stdin),
-            add_previous_output_in_env=False,
-            triggers=triggers,
-            opts=child)
-    return command.local.Command(
-        f"{name}-command",
-        create=f"{SCRIPT} {up}",
-        delete=f"{SCRIPT} {down}",
-        environment=environment,
-        triggers=triggers,
-        opts=child)
 
 
 @dataclass
 class MountRootArgs:
     path: str
-    host: Optional[RemoteHost] = None
+    host: Host
 
 
 class MountRoot(pulumi.ComponentResource):
@@ -98,8 +53,7 @@ class MountRoot(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: MountRootArgs, opts: Optional[pulumi.ResourceOptions] = None) -> None:
         super().__init__("rustfs-vllm:serving:MountRoot", name, None, opts)
-        self.command = script_command(self, name, "root-up", "root-down", {"RV_ROOT": args.path}, [args.path], opts,
-                                      args.host)
+        self.command = args.host.command(self, name, "root-up", "root-down", {"RV_ROOT": args.path}, [args.path], opts)
         self.path = pulumi.Output.from_input(args.path)
         self.register_outputs({"path": self.path})
 
@@ -107,8 +61,8 @@ class MountRoot(pulumi.ComponentResource):
 @dataclass
 class MountCacheArgs:
     path: str                  # mountCacheDir: one rclone --cache-dir per model below it
+    host: Host
     purge: bool = False        # purgeOnDestroy
-    host: Optional[RemoteHost] = None
 
 
 class MountCache(pulumi.ComponentResource):
@@ -118,9 +72,9 @@ class MountCache(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: MountCacheArgs, opts: Optional[pulumi.ResourceOptions] = None) -> None:
         super().__init__("rustfs-vllm:serving:MountCache", name, None, opts)
-        self.command = script_command(self, name, "cache-up", "cache-down",
-                                      {"RV_CACHE_ROOT": args.path, "RV_PURGE": "1" if args.purge else "0"},
-                                      [args.path], opts, args.host)
+        self.command = args.host.command(self, name, "cache-up", "cache-down",
+                                         {"RV_CACHE_ROOT": args.path, "RV_PURGE": "1" if args.purge else "0"},
+                                         [args.path], opts)
         self.register_outputs({})
 
 
@@ -134,16 +88,11 @@ class RcloneMountArgs:
     secret_key: pulumi.Input[str]
     root: str
     cache_dir: str
-    rclone: str
-    marker_file: str
     manifest: Mapping[str, Mapping[str, object]]
     revision: pulumi.Input[str]
+    host: Host                                        # where it is mounted (rclone, log, marker, CA path)
     flags: Sequence[str] = ()
-    log_file: str = "/dev/null"
-    alive: Optional[Callable[[str], bool]] = None     # is a live rclone mount at this path?
     ca_bundle: str = ""                               # rustfsCaBundle: rclone --ca-cert
-    host: Optional[RemoteHost] = None                 # mounted on that host over SSH
-    remote_ca_path: str = ""                          # where the host has the CA bundle (HostTools)
 
 
 def remote_name(name_prefix: str) -> str:
@@ -177,25 +126,26 @@ class RcloneMount(pulumi.ComponentResource):
         super().__init__("rustfs-vllm:serving:RcloneMount", name, None, opts)
         r = args.remote
         mount_path = os.path.join(args.root, args.prefix)
-        gen = generation(args.marker_file, mount_path, args.alive)
+        host = args.host
+        marker = host.marker_file(args.prefix)
+        gen = generation(marker, mount_path, host.mount_alive())
         expect = json.dumps(expectations(args.manifest))
         env = pulumi.Output.all(args.endpoint, args.bucket, args.access_key, args.secret_key).apply(lambda v: {
-            "RV_RCLONE": args.rclone, "RV_REMOTE": r, "RV_SOURCE": f"{v[1]}/{args.prefix}", "RV_ROOT": args.root,
+            "RV_RCLONE": host.rclone, "RV_REMOTE": r, "RV_SOURCE": f"{v[1]}/{args.prefix}", "RV_ROOT": args.root,
             "RV_MOUNT": mount_path, "RV_CACHE_DIR": args.cache_dir, "RV_FLAGS": "\n".join(args.flags),
-            "RV_LOG": args.log_file, "RV_EXPECT": expect, "RV_MARKER": args.marker_file,
+            "RV_LOG": host.log_file(args.prefix), "RV_EXPECT": expect, "RV_MARKER": marker,
             "RV_GENERATION": str(gen),
-            **({"RV_CA_CERT": args.remote_ca_path or args.ca_bundle} if args.ca_bundle else {}),
+            **({"RV_CA_CERT": host.ca_path or args.ca_bundle} if args.ca_bundle else {}),
             f"RCLONE_CONFIG_{r}_TYPE": "s3", f"RCLONE_CONFIG_{r}_PROVIDER": "Other",
             f"RCLONE_CONFIG_{r}_ENDPOINT": v[0], f"RCLONE_CONFIG_{r}_REGION": "us-east-1",
             f"RCLONE_CONFIG_{r}_FORCE_PATH_STYLE": "true",
             f"RCLONE_CONFIG_{r}_ACCESS_KEY_ID": v[2], f"RCLONE_CONFIG_{r}_SECRET_ACCESS_KEY": v[3],
         })
-        self.command = script_command(
+        self.command = host.command(
             self, name, "mount", "unmount", pulumi.Output.secret(env),
             [args.endpoint, args.bucket, args.prefix, mount_path, args.cache_dir, list(args.flags),
-             args.rclone, f"generation-{gen}", args.revision,
+             host.rclone, f"generation-{gen}", args.revision,
              # a new CA (path or content) needs a new rclone; absent when unset (old stacks: no diff)
-             *([f"ca-{args.ca_bundle}-{tls.fingerprint(args.ca_bundle)}"] if args.ca_bundle else [])], opts,
-            args.host)
+             *([f"ca-{args.ca_bundle}-{tls.fingerprint(args.ca_bundle)}"] if args.ca_bundle else [])], opts)
         self.path = pulumi.Output.from_input(mount_path)
         self.register_outputs({"path": self.path})

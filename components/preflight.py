@@ -1,8 +1,12 @@
-"""Preflight: what `up` would fail on once it had started, checked against the Docker hosts before
+"""Preflight: what `up` would fail on once it had started, checked against the machines before
 anything is created (at preview, and at the start of every `up`). It takes a validated
-configuration and each host's Docker facts, and returns problems in the config's form (key,
-value, what is allowed, and the fix):
+configuration and the probes that look at the machines (``Probes``; the real ones are
+``Machines``), and returns problems in the config's form (key, value, what is allowed, the fix):
 
+- an https endpoint whose certificate the CA bundle (or the system) does not trust;
+- remote hosts that cannot be logged in to, or lack what serving needs;
+- this machine: no FUSE, local-only images missing, a volume of the other S3 server's format,
+  ports another process listens on, a KV cache larger than its memory;
 - GPUs asked for (``vllmGpus``, ``hosts[].gpus`` or ``models[].gpus``) on a Docker host that cannot
   give containers GPUs: no NVIDIA runtime, no CDI GPU device, and no NVIDIA container hook for
   `--gpus` (dockerd registers its ``nvidia`` device driver only when ``nvidia-container-runtime-hook``,
@@ -10,87 +14,131 @@ value, what is allowed, and the fix):
 - a container name this stack will create that exists and does not carry this stack's label
   (``rustfs-vllm.stack``): `up` would upload and mount first and then fail with Docker's Conflict.
 
-A host whose Docker cannot be asked is skipped here (the SSH probe, or `up` itself, names it).
+A host whose Docker cannot be asked is skipped by the last two (the SSH probe, or `up`, names it).
 """
 from __future__ import annotations
 
-import json
-import shutil
-import subprocess
-from dataclasses import dataclass, field
-from typing import Callable, Mapping, Optional
+from typing import Mapping, Optional, Protocol, Sequence
 
-from .config import NAMESPACE, StackConfig
-from .hosts import HostSpec
-
-NVIDIA_HOOKS = ("nvidia-container-runtime-hook", "nvidia-container-cli")
-TOOLKIT = ("the NVIDIA Container Toolkit (https://docs.nvidia.com/datacenter/cloud-native/container-toolkit/"
-           "latest/install-guide.html), then restart dockerd")
+from . import machine, ssh, tls
+from .config.schema import NAMESPACE
+from .config.spec import HostSpec, StackConfig
+from .docker_facts import TOOLKIT, DockerFacts
+from .hosts import Host
 
 
-@dataclass(frozen=True)
-class DockerFacts:
-    """What preflight needs to know of one Docker host."""
-    runtimes: tuple[str, ...] = ()
-    cdi_devices: tuple[str, ...] = ()
-    hooks: tuple[str, ...] = ()                                   # NVIDIA hooks on the host's PATH
-    containers: Mapping[str, Mapping[str, str]] = field(default_factory=dict)   # name -> labels
+class Probes(Protocol):
+    """The looks preflight takes; each answers for this machine unless it says otherwise."""
 
-    @property
-    def gpus(self) -> bool:
-        return "nvidia" in self.runtimes or bool(self.hooks) or \
-            any(d.startswith("nvidia.com/gpu") for d in self.cdi_devices)
-
-
-def from_info(info: Mapping, hooks: tuple[str, ...], containers: Mapping[str, Mapping[str, str]]) -> DockerFacts:
-    """DockerFacts from `docker info`'s JSON (Runtimes; DiscoveredDevices on daemons with CDI)."""
-    devices = tuple(str(d.get("ID", "")) for d in (info.get("DiscoveredDevices") or []) if isinstance(d, Mapping))
-    return DockerFacts(runtimes=tuple(sorted((info.get("Runtimes") or {}).keys())), cdi_devices=devices,
-                       hooks=hooks, containers=containers)
+    def port_in_use(self, address: str, port: int) -> bool: ...
+    def memory_bytes(self) -> int: ...
+    def image_present(self, image: str) -> Optional[bool]: ...     # None: cannot tell (or pulled by up)
+    def fuse_available(self) -> bool: ...
+    def volume_format(self, name: str) -> Optional[str]: ...
+    def tls_problem(self, endpoint: str, ca_bundle: str) -> Optional[str]: ...
+    def ssh_problems(self) -> list[str]: ...                       # every remote host
+    def docker_facts(self, host: str) -> Optional[DockerFacts]: ...
 
 
-def local_facts() -> Optional[DockerFacts]:
-    """This machine's Docker daemon, through the Docker API (None when it does not answer)."""
-    try:
-        import docker
+class Machines:
+    """The real probes: this machine (components.machine, the Docker API), the endpoint
+    (components.tls) and the remote hosts over SSH (components.ssh, one call each)."""
 
-        client = docker.from_env(timeout=10)
-        info = client.info()
-        found = {c.name: dict(c.labels or {}) for c in client.containers.list(all=True, sparse=False)}
-    except Exception:  # noqa: BLE001 - no daemon here: the image and port checks, or up, say so
-        return None
-    return from_info(info, tuple(h for h in NVIDIA_HOOKS if shutil.which(h)), found)
+    def __init__(self, cfg: StackConfig, hosts: Sequence[Host]) -> None:
+        self.cfg, self.hosts = cfg, {h.name: h for h in hosts}
+        self._in_use = machine.port_checker(cfg.stack)
+        self.memory_bytes, self.image_present = machine.memory_bytes, machine.image_present
+        self.fuse_available, self.volume_format = machine.fuse_available, machine.volume_format
 
+    def port_in_use(self, address: str, port: int) -> bool:
+        return self._in_use(address, port)
 
-REMOTE_SCRIPT = ("docker info --format '{{json .}}'; echo '--- hooks'; "
-                 + "; ".join(f"command -v {h} >/dev/null 2>&1 && echo {h}" for h in NVIDIA_HOOKS)
-                 + "; echo '--- containers'; docker ps -a --format '{{.Names}}\t{{.Labels}}'")
+    def tls_problem(self, endpoint: str, ca_bundle: str) -> Optional[str]:
+        return tls.probe(endpoint, ca_bundle)
 
+    def ssh_problems(self) -> list[str]:
+        remote = [h for h in self.hosts.values() if not h.spec.local]
+        if not remote:
+            return []
+        return ssh.probe_all(tuple(h.spec for h in remote), remote[0].files)  # type: ignore[attr-defined]
 
-def parse_remote(out: str) -> Optional[DockerFacts]:
-    """DockerFacts from REMOTE_SCRIPT's output (None when `docker info` gave none)."""
-    info_part, _, rest = out.partition("--- hooks\n")
-    hooks_part, _, ps_part = rest.partition("--- containers\n")
-    try:
-        info = json.loads(info_part.strip().splitlines()[-1])
-    except (ValueError, IndexError):
-        return None
-    containers: dict[str, dict[str, str]] = {}
-    for line in ps_part.splitlines():
-        name, _, labels = line.partition("\t")
-        if name:
-            containers[name] = dict(kv.split("=", 1) for kv in labels.split(",") if "=" in kv)
-    return from_info(info, tuple(h for h in hooks_part.split() if h in NVIDIA_HOOKS), containers)
+    def docker_facts(self, host: str) -> Optional[DockerFacts]:
+        h = self.hosts.get(host)
+        if h is None or h.spec.local:
+            from .docker_facts import local_facts
+
+            return local_facts()
+        return h.docker_facts()
 
 
-def remote_facts(argv: list[str], timeout: float = 25) -> Optional[DockerFacts]:
-    """A remote host's Docker, asked over SSH with ``argv`` (components.ssh.ssh_argv)."""
-    try:
-        proc = subprocess.run([*argv, REMOTE_SCRIPT], capture_output=True, text=True, timeout=timeout,
-                              stdin=subprocess.DEVNULL, check=False)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    return parse_remote(proc.stdout) if proc.returncode == 0 else None
+def check(cfg: StackConfig, probes: Probes) -> list[str]:
+    """Every preflight problem of ``cfg`` ([] when `up` can go ahead)."""
+    problems: list[str] = []
+    if cfg.rustfs_endpoint.startswith("https://"):
+        problem = probes.tls_problem(cfg.rustfs_endpoint, cfg.ca_bundle)
+        problems += [problem] if problem else []
+    remote_ok = True
+    if any(not h.local for h in cfg.hosts):
+        found = probes.ssh_problems()
+        problems += found
+        remote_ok = not found
+    problems += this_machine(cfg, probes)
+    facts: dict[str, Optional[DockerFacts]] = {here(cfg): probes.docker_facts(here(cfg))}
+    for h in cfg.hosts:
+        if not h.local:
+            facts[h.name] = probes.docker_facts(h.name) if remote_ok else None
+    return problems + gpu_problems(cfg, facts) + name_problems(cfg, facts)
+
+
+def this_machine(cfg: StackConfig, probes: Probes) -> list[str]:
+    """FUSE, images, the S3 volume and memory of this machine (ports: ``port_problems``)."""
+    out: list[str] = []
+    bad = lambda key, value, allowed: out.append(f"{NAMESPACE}:{key} = {value!r} is invalid: {allowed}")  # noqa: E731
+    local = [h for h in cfg.hosts if h.local]
+    if local and not probes.fuse_available():
+        bad("mountPath", cfg.mount_path, "a path on a host with FUSE: /dev/fuse is missing or not a character "
+                                         "device (load the fuse module, or run the container with --device /dev/fuse)")
+    images = ([("vllmImage", cfg.vllm_image)] if any(h.vllm_image == cfg.vllm_image for h in local) else []) \
+        + ([("rustfsImage", cfg.rustfs_image)] if cfg.s3_server != "external" else []) \
+        + ([("balancerImage", cfg.balancer_image)] if any(m.balancer_port for m in cfg.models) else [])
+    for key, image in images:
+        if probes.image_present(image) is False:
+            script = "scripts/build-rustfs-image" if image.startswith("rustfs-vllm/rustfs:") else "scripts/build-images"
+            bad(key, image, "an image present on this Docker host: it is built locally (no registry "
+                            f"serves it, so `up` cannot pull it); run {script}")
+    if cfg.s3_server != "external":
+        found = probes.volume_format(cfg.rustfs_volume)
+        if cfg.s3_server == "rustfs" and found == "files":
+            bad("rustfsVolume", cfg.rustfs_volume,
+                "a volume RustFS can use: this one holds objects another S3 server (rclone serve s3) kept as "
+                "plain files, which RustFS cannot read or overwrite; set a new rustfsVolume (the old volume "
+                "and its data are kept)")
+        elif cfg.s3_server == "rclone-serve-s3" and found == "rustfs":
+            bad("rustfsVolume", cfg.rustfs_volume,
+                "a volume the rclone serve s3 stand-in can use: this one holds RustFS's own data format; "
+                "set a new rustfsVolume (the old volume and its data are kept)")
+    for m in cfg.models:
+        if m.kv_cache_space_gib is not None and m.kv_cache_space_gib * 2**30 > probes.memory_bytes():
+            bad(f"models[{m.name}].kvCacheSpaceGib", m.kv_cache_space_gib,
+                f"at most this machine's memory, {probes.memory_bytes() / 2**30:.1f} GiB")
+    return out + port_problems(cfg, probes)
+
+
+def port_problems(cfg: StackConfig, probes: Probes) -> list[str]:
+    """Ports this stack publishes on this machine that another process listens on."""
+    out = []
+    local = next((h for h in cfg.hosts if h.local), None)
+    if cfg.s3_server != "external" and probes.port_in_use(cfg.bind_address, cfg.rustfs_port):
+        out.append(f"{NAMESPACE}:rustfsPort = {cfg.rustfs_port!r} is invalid: a free port: another process "
+                   "already listens on it")
+    for m in cfg.models:
+        if local is not None and local.name in m.hosts and probes.port_in_use(local.bind_address, m.port):
+            out.append(f"{NAMESPACE}:models[{m.name}].port = {m.port!r} is invalid: a free port: another process "
+                       "already listens on it")
+        if m.balancer_port is not None and probes.port_in_use(cfg.bind_address, m.balancer_port):
+            out.append(f"{NAMESPACE}:models[{m.name}].balancerPort = {m.balancer_port!r} is invalid: a free port "
+                       "on this machine: another process listens on it")
+    return out
 
 
 def gpu_key(cfg: StackConfig, host: HostSpec, model_name: str) -> tuple[str, str]:
@@ -170,13 +218,3 @@ def name_problems(cfg: StackConfig, facts: Mapping[str, Optional[DockerFacts]]) 
                 f"the container {name!r}{where} exists and is not this stack's ({owner(labels)}); remove it "
                 f"(`docker rm -f {name}`) if it is a leftover, or set another {NAMESPACE}:namePrefix")
     return problems
-
-
-def check(cfg: StackConfig, local: Callable[[], Optional[DockerFacts]] = local_facts,
-          remote: Callable[[HostSpec], Optional[DockerFacts]] = lambda h: None) -> list[str]:
-    """Every preflight problem of ``cfg`` on its hosts ([] when `up` can go ahead)."""
-    facts: dict[str, Optional[DockerFacts]] = {here(cfg): local()}
-    for h in cfg.hosts:
-        if not h.local:
-            facts[h.name] = remote(h)
-    return gpu_problems(cfg, facts) + name_problems(cfg, facts)

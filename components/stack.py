@@ -23,26 +23,18 @@ from dataclasses import dataclass
 from typing import Optional
 
 import pulumi
-import pulumi_command as command
 import pulumi_docker as docker
 
-from . import machine, ssh
 from .balancer import Balancer, BalancerArgs, Route
 from .bucket import Bucket, BucketArgs
-from .config import StackConfig
-from .host_tools import HostTools, HostToolsArgs
-from .hosts import HostSpec
+from .config.spec import ModelSpec, StackConfig
+from .hosts import Host, hosts_of
 from .model_upload import ModelUpload, ModelUploadArgs
-from .mount import (MountCache, MountCacheArgs, MountRoot, MountRootArgs, RcloneMount, RcloneMountArgs, RemoteHost,
-                    remote_name)
+from .mount import MountCache, MountCacheArgs, MountRoot, MountRootArgs, RcloneMount, RcloneMountArgs, remote_name
 from .s3_server import S3Server, S3ServerArgs
 from .smoke import SmokeTest, SmokeTestArgs
+from .stack_outputs import exports
 from .vllm import VllmServer, VllmServerArgs
-
-
-# SSH connection attempts of a remote command before it fails (pulumi-command's default is 10, with
-# growing waits between them: minutes for a host that is down).
-DIAL_ATTEMPTS = 3
 
 
 @dataclass
@@ -79,99 +71,65 @@ class ServingStack(pulumi.ComponentResource):
                 access_key=access_key, secret_key=secret_key, cache_dir=os.path.join(cfg.state_dir, "hash-cache"),
                 purge=cfg.purge_on_destroy, store=store, ca_bundle=cfg.ca_bundle), after_server)
 
-        os.makedirs(os.path.join(cfg.state_dir, "logs"), exist_ok=True)
-        self.ssh_files = ssh.files(cfg.state_dir, cfg.stack, cfg.ssh_private_key, cfg.hosts) \
-            if any(not h.local for h in cfg.hosts) else None
+        self.cfg = cfg
+        self.hosts: list[Host] = hosts_of(cfg)
         self.mount_roots: dict[str, MountRoot] = {}
         # host -> model name -> server / smoke test
         self.servers: dict[str, dict[str, VllmServer]] = {}
         self.smoke: dict[str, dict[str, SmokeTest]] = {}
-        for host in cfg.hosts:
-            self._serve_on(host, cfg, access_key, secret_key)
+        for host in self.hosts:
+            self._serve_on(host, access_key, secret_key)
         self.mount_root = self.mount_roots[cfg.hosts[0].name]
-        # One entry point per model that asks for one (balancerPort), over that model's hosts.
+        self.balancer = self._entry_points()
+        self.register_outputs({})
+
+    def exports(self) -> dict[str, pulumi.Input[object]]:
+        """The stack's outputs: what `pulumi stack output` shows (components.stack_outputs)."""
+        return exports(self)
+
+    def _entry_points(self) -> Optional[Balancer]:
+        """One entry point per model that asks for one (balancerPort), over that model's hosts."""
+        cfg = self.cfg
         routes = [Route(model=m.name, port=m.balancer_port,
                         upstreams=[f"{h.address}:{m.port}" for h in cfg.hosts if h.name in m.hosts])
                   for m in cfg.models if m.balancer_port]
-        self.balancer: Optional[Balancer] = None
-        if routes:
-            ready = [self.servers[h][m.name].ready for m in cfg.models if m.balancer_port for h in m.hosts]
-            self.balancer = Balancer("balancer", BalancerArgs(
-                stack=cfg.stack, container_name=f"{cfg.name_prefix}-balancer", image=cfg.balancer_image,
-                bind_address=cfg.bind_address, routes=routes),
-                pulumi.ResourceOptions(parent=self, depends_on=ready))
-        self.register_outputs({})
+        if not routes:
+            return None
+        ready = [self.servers[h][m.name].ready for m in cfg.models if m.balancer_port for h in m.hosts]
+        return Balancer("balancer", BalancerArgs(
+            stack=cfg.stack, container_name=f"{cfg.name_prefix}-balancer", image=cfg.balancer_image,
+            bind_address=cfg.bind_address, routes=routes),
+            pulumi.ResourceOptions(parent=self, depends_on=ready))
 
-    def _serve_on(self, host: HostSpec, cfg: StackConfig, access_key: pulumi.Output[str],
-                  secret_key: pulumi.Output[str]) -> None:
+    def _serve_on(self, host: Host, access_key: pulumi.Output[str], secret_key: pulumi.Output[str]) -> None:
         """One host's part: mount root and cache, a read-only mount per model it serves, the vLLM
         image, and per model a container, its readiness wait and its smoke completion. Names carry
         the host's name (none for the implicit local host: the names stacks had before hosts)."""
-        p, models = host.prefix, [m for m in cfg.models if host.name in m.hosts]
-        remote: Optional[RemoteHost] = None
-        docker_opts = pulumi.ResourceOptions(parent=self)
-        ssh_bin = ca_path = ""
-        after_bucket: list[pulumi.Resource] = [self.bucket]
-        if not host.local:
-            assert self.ssh_files is not None
-            connection = command.remote.ConnectionArgs(
-                host=host.ssh_host, port=host.ssh_port, user=host.ssh_user,
-                private_key=pulumi.Output.secret(cfg.ssh_private_key) if cfg.ssh_private_key else None,
-                host_key=host.host_key or None, dial_error_limit=DIAL_ATTEMPTS, per_dial_timeout=10)
-            provider = docker.Provider(f"{p}docker", host=host.docker_host,
-                                       ssh_opts=ssh.options(host, self.ssh_files),
-                                       opts=pulumi.ResourceOptions(parent=self))
-            docker_opts = pulumi.ResourceOptions(parent=self, provider=provider)
-            tools = HostTools(f"{p}host-tools", HostToolsArgs(
-                host=host.name, connection=connection, tools_dir=host.tools_dir, ca_bundle=cfg.ca_bundle),
-                pulumi.ResourceOptions(parent=self))
-            remote = RemoteHost(connection=connection, tools_dir=host.tools_dir)
-            after_bucket = [self.bucket, tools]
-            ca_path = tools.ca_path
-            ssh_bin = ssh.wrapper(host, self.ssh_files)
+        cfg, p = self.cfg, host.prefix
+        host.setup(self)
+        after_bucket: list[pulumi.Resource] = [self.bucket, *host.after]
         # The root is made only once the storage answers with our keys: a failed up leaves no mount.
-        root = MountRoot(f"{p}mount-root", MountRootArgs(path=host.mount_path, host=remote),
+        root = MountRoot(f"{p}mount-root", MountRootArgs(path=host.spec.mount_path, host=host),
                          pulumi.ResourceOptions(parent=self, depends_on=after_bucket))
         self.mount_roots[host.name] = root
         # Deleted after every mount (they depend on it): destroy then purges or reports the cache.
-        cache = MountCache(f"{p}mount-cache", MountCacheArgs(path=host.mount_cache_dir, purge=cfg.purge_on_destroy,
-                                                             host=remote),
+        cache = MountCache(f"{p}mount-cache", MountCacheArgs(path=host.spec.mount_cache_dir, host=host,
+                                                             purge=cfg.purge_on_destroy),
                            pulumi.ResourceOptions(parent=self, depends_on=after_bucket))
-        mounts: dict[str, RcloneMount] = {}
-        for m in models:
-            upload = self.uploads[m.name]
-            log_dir = f"{host.tools_dir}/logs" if remote else os.path.join(cfg.state_dir, "logs")
-            mounts[m.name] = RcloneMount(f"{p}mount-{m.prefix}", RcloneMountArgs(
-                remote=remote_name(cfg.name_prefix), endpoint=host.s3_endpoint, bucket=self.bucket.name,
-                prefix=m.prefix, access_key=access_key, secret_key=secret_key, root=host.mount_path,
-                cache_dir=os.path.join(host.mount_cache_dir, m.prefix), rclone="rclone" if remote else cfg.rclone_binary,
-                flags=cfg.mount_flags, manifest=upload.manifest, revision=upload.revision, ca_bundle=cfg.ca_bundle,
-                log_file=f"{log_dir}/rclone-{cfg.stack}-{m.prefix}.log",
-                marker_file="" if remote else os.path.join(cfg.state_dir, "mounts", cfg.stack, f"{m.prefix}.json"),
-                alive=None if remote else machine.mount_alive, host=remote,
-                remote_ca_path=ca_path),
-                pulumi.ResourceOptions(parent=self, depends_on=[root, cache]))
-
         # One image resource per host for all its models: pulled by `up` when missing, kept on destroy.
+        on_docker = host.docker(self)
         image = docker.RemoteImage(f"{p}vllm-image", docker.RemoteImageArgs(
-            name=host.vllm_image, keep_locally=True), docker_opts)
+            name=host.spec.vllm_image, keep_locally=True), on_docker)
         self.servers[host.name], self.smoke[host.name] = {}, {}
-        for m in models:
-            server = VllmServer(f"{p}vllm-{m.prefix}", VllmServerArgs(
-                stack=cfg.stack, container_name=f"{cfg.name_prefix}-vllm-{m.prefix.lower()}",
-                image_id=image.image_id,
-                model_dir=f"/models/{m.prefix}", served_name=m.name, dtype=m.dtype, max_model_len=m.max_model_len,
-                port=m.port, mount_path=host.mount_path, revision=self.uploads[m.name].revision,
-                bind_address=host.bind_address,
-                gpu_memory_utilization=m.gpu_memory_utilization, kv_cache_space_gib=m.kv_cache_space_gib,
-                extra_args=m.extra_args, env={**cfg.vllm_env, **m.env}, api_key=pulumi.Output.secret(cfg.vllm_api_key),
-                has_api_key=bool(cfg.vllm_api_key), shm_size=cfg.vllm_shm_size,
-                gpus=m.gpus if m.gpus is not None else host.gpus if host.gpus is not None else cfg.vllm_gpus,
-                restart=cfg.vllm_restart, ready_timeout=cfg.vllm_ready_timeout,
-                address="" if host.implicit else host.address,
-                docker_host=host.docker_host, ssh_bin=ssh_bin),
-                pulumi.ResourceOptions(parent=self, depends_on=[root, mounts[m.name]],
-                                       providers=[docker_opts.provider] if docker_opts.provider else None))
+        for m in cfg.models_on(host.name):
+            upload = self.uploads[m.name]
+            mount = RcloneMount(f"{p}mount-{m.prefix}", RcloneMountArgs(
+                remote=remote_name(cfg.name_prefix), endpoint=host.spec.s3_endpoint, bucket=self.bucket.name,
+                prefix=m.prefix, access_key=access_key, secret_key=secret_key, root=host.spec.mount_path,
+                cache_dir=os.path.join(host.spec.mount_cache_dir, m.prefix), flags=cfg.mount_flags,
+                manifest=upload.manifest, revision=upload.revision, ca_bundle=cfg.ca_bundle, host=host),
+                pulumi.ResourceOptions(parent=self, depends_on=[root, cache]))
+            server = self._server(host, m, image, on_docker, [root, mount])
             self.servers[host.name][m.name] = server
             if cfg.smoke_test:
                 self.smoke[host.name][m.name] = SmokeTest(f"{p}smoke-{m.prefix}", SmokeTestArgs(
@@ -179,3 +137,20 @@ class ServingStack(pulumi.ComponentResource):
                     prompt=cfg.smoke_prompt, max_tokens=cfg.smoke_max_tokens,
                     api_key=pulumi.Output.secret(cfg.vllm_api_key)),
                     pulumi.ResourceOptions(parent=self, depends_on=[server.ready]))
+
+    def _server(self, host: Host, m: ModelSpec, image: docker.RemoteImage, on_docker: pulumi.ResourceOptions,
+                after: list[pulumi.Resource]) -> VllmServer:
+        """The model's vLLM container on ``host``, reading its mount; GPUs from the model, the host or the stack."""
+        cfg = self.cfg
+        gpus = m.gpus if m.gpus is not None else host.spec.gpus if host.spec.gpus is not None else cfg.vllm_gpus
+        return VllmServer(f"{host.prefix}vllm-{m.prefix}", VllmServerArgs(
+            stack=cfg.stack, container_name=f"{cfg.name_prefix}-vllm-{m.prefix.lower()}", image_id=image.image_id,
+            model_dir=f"/models/{m.prefix}", served_name=m.name, dtype=m.dtype, max_model_len=m.max_model_len,
+            port=m.port, mount_path=host.spec.mount_path, revision=self.uploads[m.name].revision,
+            bind_address=host.spec.bind_address, gpu_memory_utilization=m.gpu_memory_utilization,
+            kv_cache_space_gib=m.kv_cache_space_gib, extra_args=m.extra_args, env={**cfg.vllm_env, **m.env},
+            api_key=pulumi.Output.secret(cfg.vllm_api_key), has_api_key=bool(cfg.vllm_api_key),
+            shm_size=cfg.vllm_shm_size, gpus=gpus, restart=cfg.vllm_restart, ready_timeout=cfg.vllm_ready_timeout,
+            **host.readiness()),
+            pulumi.ResourceOptions(parent=self, depends_on=after,
+                                   providers=[on_docker.provider] if on_docker.provider else None))

@@ -7,13 +7,13 @@ import pytest
 
 from components import config
 from tests.helpers import make_model
+from tests.unit.probes import load_and_check
 
 GIB = 2**30
 
 
-def load(raw, tmp_path, stack="dev", in_use=(), memory=24 * GIB, volume_format=None):
-    return config.load(raw, stack, str(tmp_path), port_in_use=lambda a, p: p in in_use,
-                       memory_bytes=lambda: memory, volume_format=volume_format)
+def load(raw, tmp_path, stack="dev", in_use=(), memory=24 * GIB, volume_format=lambda name: None):
+    return load_and_check(raw, stack, str(tmp_path), in_use=tuple(in_use), memory=memory, volume=volume_format)
 
 
 @pytest.fixture
@@ -236,19 +236,19 @@ def test_mount_path_already_mounted_by_something_else(good, tmp_path):
 def test_missing_images_are_rejected(good, tmp_path):
     raw = dict(good)
     with pytest.raises(config.ConfigError) as info:
-        config.load(raw, "dev", str(tmp_path), image_present=lambda image: image.startswith("rustfs/"))
+        load_and_check(raw, "dev", str(tmp_path), images=lambda image: image.startswith("rustfs/"))
     msg = str(info.value)
     assert "rustfs-vllm:vllmImage = 'vllm/vllm-openai-cpu:v0.30.0'" in msg and "scripts/build-images" in msg
     assert "rustfsImage" not in msg
 
 
 def test_unknown_image_presence_is_not_an_error(good, tmp_path):
-    config.load(dict(good), "dev", str(tmp_path), image_present=lambda image: None)  # Docker not answering
+    load_and_check(dict(good), "dev", str(tmp_path), images=lambda image: None)  # Docker not answering
 
 
 def test_fuse_unavailable_is_rejected(good, tmp_path):
     with pytest.raises(config.ConfigError) as info:
-        config.load(dict(good), "dev", str(tmp_path), fuse_available=lambda: False)
+        load_and_check(dict(good), "dev", str(tmp_path), fuse=False)
     assert "rustfs-vllm:mountPath" in str(info.value) and "/dev/fuse is missing" in str(info.value)
 
 
@@ -320,10 +320,10 @@ def test_tls_probe_result_fails_the_config_and_gets_the_bundle(good, tmp_path):
     raw = dict(good)
     _external_https(raw, str(pki.ca))
     with pytest.raises(config.ConfigError) as info:
-        config.load(raw, "dev", str(tmp_path), tls_probe=probe)
+        load_and_check(raw, "dev", str(tmp_path), tls=probe)
     assert "is not trusted" in str(info.value)
     assert calls == [("https://s3.example.internal:9000", str(pki.ca))]
-    cfg = config.load(raw, "dev", str(tmp_path), tls_probe=lambda e, c: None)
+    cfg = load_and_check(raw, "dev", str(tmp_path), tls=lambda e, c: None)
     assert cfg.ca_bundle == str(pki.ca)
 
 
@@ -331,8 +331,8 @@ def test_tls_probe_is_not_asked_for_http_or_a_bad_bundle(good, tmp_path):
     def probe(endpoint, ca):
         raise AssertionError("probed")
 
-    config.load(dict(good), "dev", str(tmp_path), tls_probe=probe)        # http: nothing to verify
+    load_and_check(dict(good), "dev", str(tmp_path), tls=probe)        # http: nothing to verify
     raw = dict(good)
     _external_https(raw, "missing.pem")
     with pytest.raises(config.ConfigError):
-        config.load(raw, "dev", str(tmp_path), tls_probe=probe)
+        load_and_check(raw, "dev", str(tmp_path), tls=probe)

@@ -27,7 +27,7 @@ def dev_config(tmp_path):
     make_model(tmp_path / "opt-125m")
     raw["models"][0]["source"] = str(tmp_path / "opt-125m")
     raw["mountPath"] = str(tmp_path / "mnt" / "vllm-models")
-    return config.load(raw, "dev", str(ROOT), port_in_use=lambda a, p: False, memory_bytes=lambda: 24 * 2**30)
+    return config.load(raw, "dev", str(ROOT))
 
 
 def prod_config(tmp_path):
@@ -38,7 +38,7 @@ def prod_config(tmp_path):
            "vllmGpus": "all", "mountPath": str(tmp_path / "mnt"),
            "models": [{"name": "a", "source": str(tmp_path / "a"), "port": 8100},
                       {"name": "b", "source": str(tmp_path / "b"), "port": 8101, "kvCacheSpaceGib": 2}]}
-    return config.load(raw, "prod", str(ROOT), port_in_use=lambda a, p: False, memory_bytes=lambda: 24 * 2**30)
+    return config.load(raw, "prod", str(ROOT))
 
 
 @pytest.fixture
@@ -323,7 +323,7 @@ def test_model_env_and_gpus_override_the_stack_wide_ones(tmp_path):
             "mountPath": str(tmp_path / "mnt"),
             "models": [{"name": "a", "source": str(tmp_path / "a"), "env": {"VLLM_CPU_OMP_THREADS_BIND": "0"}},
                       {"name": "b", "source": str(tmp_path / "b"), "gpus": "1", "port": 8101}]}
-    g = build(config.load(raw, "dev", str(ROOT), port_in_use=lambda a, p: False, memory_bytes=lambda: 24 * 2**30))
+    g = build(config.load(raw, "dev", str(ROOT)))
     a, b = g.one(CONTAINER, "vllm-a-container"), g.one(CONTAINER, "vllm-b-container")
     assert "VLLM_CPU_OMP_THREADS_BIND=0" in a.plain("envs") and "X=1" in a.plain("envs")
     assert "VLLM_CPU_OMP_THREADS_BIND=auto" in b.plain("envs")

