@@ -13,6 +13,7 @@ import subprocess
 import urllib.request
 from pathlib import Path
 
+import docker
 import pytest
 
 from tests import s3_under_test
@@ -65,6 +66,7 @@ def test_a_stack_made_by_the_previous_main_previews_and_ups_with_no_changes(tmp_
     model = tmp_path / "model"
     shutil.copytree(MODEL, model, ignore=shutil.ignore_patterns(".complete"))
     stack = Stack(app, f"upg-{secrets.token_hex(3)}")
+    stack.env.update(PYTHONPATH=str(app), RUSTFS_VLLM_ROOT=str(app))   # the program in app/, not this checkout
     stack.init()
     prefix, port = f"rvllm-{stack.name}", free_port()
     stack.write_config({
@@ -88,5 +90,10 @@ def test_a_stack_made_by_the_previous_main_previews_and_ups_with_no_changes(tmp_
         assert stack.outputs() == before
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/v1/models", timeout=10) as r:
             assert "smollm2" in r.read().decode()
+        # the new code tears down what the old one made: containers, mounts, the mount root
+        stack.run("destroy", "--yes", "--skip-preview", label="destroy_new")
+        assert docker.from_env().containers.list(all=True, filters={"label": f"rustfs-vllm.stack={stack.name}"}) == []
+        assert f" /mnt/{prefix}" not in Path("/proc/mounts").read_text()
+        assert not Path(f"/mnt/{prefix}").exists()
     finally:
         stack.teardown(f"{prefix}-data")

@@ -64,3 +64,45 @@ def test_no_function_in_components_is_longer_than_60_lines():
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.end_lineno - node.lineno >= 60:
                 long.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.name} ({node.end_lineno - node.lineno + 1})")
     assert not long, long
+
+
+def _readme_rows(header: str) -> list[dict[str, str]]:
+    """Each README table under ``header``: {first cell: second cell}."""
+    tables = []
+    for part in (ROOT / "README.md").read_text().split(header)[1:]:
+        rows = {}
+        for line in part.split("\n\n", 1)[0].strip().splitlines()[1:]:
+            cells = [c.strip() for c in line.strip("|").split("|")]
+            rows[cells[0].strip("`")] = cells[1]
+        tables.append(rows)
+    return tables
+
+
+def _shown(default) -> str:
+    if isinstance(default, bool):
+        return f"`{str(default).lower()}`"
+    if isinstance(default, list):
+        return "`[]`" if not default else "`[" + ", ".join(f'"{v}"' for v in default) + "]`"
+    if isinstance(default, dict):
+        return "`{}`"
+    return f"`{default}`"
+
+
+def _starts(cell: str, default) -> bool:
+    return cell.startswith(("`\"\"`", "none")) if default == "" else cell.startswith(_shown(default))
+
+
+def test_the_readme_reference_lists_every_key_and_field_with_its_default():
+    [keys] = _readme_rows("| key | default | meaning |")
+    assert set(keys) == {k.name for k in schema.KEYS}
+    for k in schema.KEYS:
+        if k.default not in (schema.COMPUTED, None) and not k.secret and k.name != "hosts":
+            assert _starts(keys[k.name], k.default), (k.name, keys[k.name])
+    tables = _readme_rows("| field | default | meaning |")
+    [hosts] = [t for t in tables if "docker" in t]
+    [fields] = [t for t in tables if "source" in t]
+    assert set(hosts) == {f.name for f in schema.HOST_FIELDS}
+    assert set(fields) == {f.name for f in schema.MODEL_FIELDS}
+    for f in schema.MODEL_FIELDS:
+        if f.default not in (schema.COMPUTED, schema.REQUIRED, None):
+            assert _starts(fields[f.name], f.default), (f.name, fields[f.name])
