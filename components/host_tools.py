@@ -1,7 +1,7 @@
 """HostTools: what the program needs on a remote serving host, put there and checked over SSH.
 
-One pulumi-command ``remote.Command`` per host copies this program's mount script
-(``scripts/rclone-mount``), its mount check (``scripts/model-visible``) and, with rustfsCaBundle,
+One pulumi-command ``remote.Command`` per host copies this program's mount tool (the launcher
+``scripts/rclone-mount`` and ``components/mount_tool.py`` beside it) and, with rustfsCaBundle,
 the CA bundle into ``/var/lib/rustfs-vllm/<namePrefix>`` on the host (root-only, 0700), as a
 gzipped tar on the command's stdin; then it checks the host has what serving needs (Docker, rclone,
 fuse3, /dev/fuse, python3) and fails naming what is missing and how to get it. Its ``triggers``
@@ -25,7 +25,10 @@ import pulumi_command as command
 
 from .ssh import REQUIREMENTS
 
-SCRIPTS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "scripts")
+HERE = os.path.dirname(os.path.abspath(__file__))
+SCRIPTS = os.path.join(os.path.dirname(HERE), "scripts")
+# the launcher finds mount_tool.py beside itself in the host's tools folder
+TOOLS = {"rclone-mount": os.path.join(SCRIPTS, "rclone-mount"), "mount_tool.py": os.path.join(HERE, "mount_tool.py")}
 CA_FILE = "ca.pem"
 
 
@@ -39,7 +42,7 @@ class HostToolsArgs:
 
 def bundle(ca_bundle: str = "") -> bytes:
     """The tools as a reproducible .tar.gz (same files, same bytes: no diff on the next up)."""
-    files = {"rclone-mount": os.path.join(SCRIPTS, "rclone-mount"), "model-visible": os.path.join(SCRIPTS, "model-visible")}
+    files = dict(TOOLS)
     if ca_bundle:
         files[CA_FILE] = ca_bundle
     raw = io.BytesIO()

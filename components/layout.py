@@ -6,6 +6,9 @@ import json
 import os
 from typing import Optional
 
+# what is mounted at a path and the mount root's self-bind: the mount tool's own checks, one implementation
+from .mount_tool import is_self_bind, mounted_at  # noqa: F401  (callers use layout.mounted_at/is_self_bind)
+
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "vocab.json", "tokenizer_config.json")
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".gguf")
 WEIGHT_NAMES = ("pytorch_model.bin",)
@@ -113,46 +116,6 @@ def max_positions(source: str) -> Optional[int]:
         if isinstance(value, int) and value > 0:
             return value
     return None
-
-
-def mounted_at(path: str) -> Optional[str]:
-    """The filesystem type mounted exactly at ``path`` (from /proc/mounts), or None."""
-    target = os.path.realpath(path)
-    try:
-        with open("/proc/mounts", encoding="utf-8") as fh:
-            for line in fh:
-                parts = line.split()
-                if len(parts) >= 3 and parts[1].replace("\\040", " ") == target:
-                    return parts[2]
-    except OSError:
-        return None
-    return None
-
-
-def is_self_bind(path: str) -> bool:
-    """``path`` is a bind mount of itself (the mount root this program makes shared): the mount at
-    ``path`` shows, from the same filesystem, exactly the folder its parent mount has there. (The
-    parent can itself be a bind mount, so the folder's path on its filesystem need not be ``path``.)"""
-    target = os.path.realpath(path)
-    here = parent = None
-    try:
-        with open("/proc/self/mountinfo", encoding="utf-8") as fh:
-            for line in fh:
-                parts = line.split()
-                if len(parts) < 5:
-                    continue
-                dev, root, point = parts[2], parts[3].replace("\\040", " "), parts[4].replace("\\040", " ")
-                if point == target:
-                    here = (dev, root)
-                elif (target + "/").startswith(point.rstrip("/") + "/") and \
-                        (parent is None or len(point) >= len(parent[2])):
-                    parent = (dev, root, point)
-    except OSError:
-        return False
-    if here is None or parent is None:
-        return False
-    rel = target[len(parent[2].rstrip("/")):]
-    return here == (parent[0], parent[1].rstrip("/") + rel)
 
 
 def mount_point_problem(path: str) -> Optional[str]:

@@ -10,7 +10,7 @@ import socket
 import subprocess
 from typing import Callable, Optional
 
-from .procs import argvs
+from . import mount_tool
 
 # Images built on this host by scripts/build-images: no registry has them, so `up` cannot pull
 # them and a missing one is reported at preview. Any other image is pulled by `up` when missing.
@@ -18,12 +18,8 @@ LOCAL_ONLY_PREFIXES = ("rustfs-vllm/",)
 
 
 def fuse_available() -> bool:
-    import stat
-
-    try:
-        return stat.S_ISCHR(os.stat("/dev/fuse").st_mode)
-    except OSError:
-        return False
+    """/dev/fuse is a character device here (the mount tool's own check)."""
+    return mount_tool.fuse_device()
 
 
 def memory_bytes() -> int:
@@ -97,22 +93,8 @@ def volume_format(name: str) -> Optional[str]:
     return "files" if entries else "empty"
 
 
-def _rclone_serving(path: str) -> bool:
-    """An rclone process whose argv mounts at ``path`` is running."""
-    target = os.path.realpath(path).encode()
-    return any(os.path.basename(argv[0]) == b"rclone" and b"mount" in argv and target in argv for _, argv in argvs())
-
-
 def mount_alive(path: str) -> bool:
-    """A live rclone FUSE mount is at ``path``: listed in /proc/mounts, its rclone process running,
-    and the folder answering a listing (a dead FUSE mount answers 'Transport endpoint is not
-    connected', or hangs)."""
-    from .layout import mounted_at
-
-    if mounted_at(path) != "fuse.rclone" or not _rclone_serving(path):
-        return False
-    try:
-        proc = subprocess.run(["ls", "-A", path], capture_output=True, timeout=10, check=False)
-    except subprocess.TimeoutExpired:
-        return False
-    return proc.returncode == 0
+    """A live rclone FUSE mount is at ``path``: in the mount table, its rclone process running, and
+    the folder answering a listing (a dead FUSE mount answers 'Transport endpoint is not
+    connected', or hangs). The mount tool's own check (``unmount`` says "live" for the same)."""
+    return mount_tool.mount_state(path, timeout=10) == "live"

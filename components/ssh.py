@@ -26,7 +26,7 @@ REQUIREMENTS = (
     ("rclone", "command -v rclone", "rclone on the SSH user's PATH (https://rclone.org/install/; Debian: apt install rclone)"),
     ("fusermount3", "command -v fusermount3", "fuse3 (Debian/Ubuntu: apt install fuse3)"),
     ("/dev/fuse", "test -c /dev/fuse", "FUSE: /dev/fuse (load the fuse module)"),
-    ("python3", "command -v python3", "python3 (the mount check runs a small script with it)"),
+    ("python3", "command -v python3", "python3 (the mount tool, rclone-mount, runs with it)"),
 )
 
 

@@ -7,8 +7,10 @@ import boto3
 from botocore.config import Config
 from botocore.exceptions import ClientError, EndpointConnectionError, SSLError
 
+# the hints and the credential error codes are the mount tool's (its rclone preflight says the same)
+from ..mount_tool import AUTH_CODES, AUTH_HINT, CA_HINT, ENDPOINT_HINT
+
 MISSING_CODES = ("404", "NoSuchBucket", "NoSuchKey", "NotFound")
-AUTH_CODES = ("InvalidAccessKeyId", "SignatureDoesNotMatch", "AccessDenied", "403", "InvalidToken")
 
 
 def client(endpoint: str, access_key: str, secret_key: str, max_pool: int = 32, retries: int = 3,
@@ -55,14 +57,11 @@ def explain(exc: BaseException, endpoint: str, what: str) -> str:
     """A message a user can act on, without any credential in it."""
     code = error_code(exc)
     if isinstance(exc, SSLError) or "CERTIFICATE_VERIFY_FAILED" in str(exc):
-        return (f"{what}: the TLS certificate of {endpoint} was not verified ({_ssl_reason(exc)}); set "
-                f"rustfs-vllm:rustfsCaBundle to the PEM file of the CA that signed it")
+        return f"{what}: the TLS certificate of {endpoint} was not verified ({_ssl_reason(exc)}); {CA_HINT} it"
     if isinstance(exc, EndpointConnectionError) or "Could not connect" in str(exc):
-        return (f"{what}: the S3 endpoint {endpoint} is unreachable ({exc.__class__.__name__}); "
-                f"check rustfs-vllm:rustfsEndpoint and that the server is running")
+        return f"{what}: the S3 endpoint {endpoint} is unreachable ({exc.__class__.__name__}); {ENDPOINT_HINT}"
     if code in AUTH_CODES:
-        return (f"{what}: the S3 server at {endpoint} rejected the credentials ({code}); "
-                f"check rustfs-vllm:rustfsAccessKey and rustfs-vllm:rustfsSecretKey")
+        return f"{what}: the S3 server at {endpoint} rejected the credentials ({code}); {AUTH_HINT}"
     return f"{what}: {exc}"
 
 
