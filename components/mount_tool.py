@@ -295,9 +295,12 @@ def visibility_problem(root: str, rel: str, size: int, sha: str) -> Optional[str
         return f"{rel}: size {st.st_size}, expected {size} (stale?)"
     if sha:
         h = hashlib.sha256()
-        with open(path, "rb") as fh:
-            for chunk in iter(lambda: fh.read(1 << 20), b""):
-                h.update(chunk)
+        try:
+            with open(path, "rb") as fh:
+                for chunk in iter(lambda: fh.read(1 << 20), b""):
+                    h.update(chunk)
+        except OSError as exc:
+            return f"{rel}: {exc.strerror}"
         if h.hexdigest() != sha:
             return f"{rel}: sha256 {h.hexdigest()[:12]}..., expected {sha[:12]}... (stale?)"
     return None
@@ -558,6 +561,8 @@ def mount(env: Mapping[str, str]) -> None:
     _mount_point_ready(env, point)
     ca_flags = _ca_flags(env)
     flags = ca_flags + [f for f in (env.get("RV_FLAGS") or "").split("\n") if f]
+    expect = json.loads(env.get("RV_EXPECT") or "{}")
+    wait = int(env.get("RV_WAIT_SECONDS") or 60)
     log = Log(env.get("RV_LOG") or "/dev/null")
     problem = preflight(env, ca_flags, log.path)
     if problem:
@@ -565,13 +570,13 @@ def mount(env: Mapping[str, str]) -> None:
     rclone = env.get("RV_RCLONE") or "rclone"
     cmd = [rclone, "mount", f"{env['RV_REMOTE']}:{env['RV_SOURCE']}", point, "--read-only", "--allow-other",
            "--config", "/dev/null", "--cache-dir", env["RV_CACHE_DIR"], *flags]
-    deadline = time.monotonic() + int(env.get("RV_WAIT_SECONDS") or 60)
+    deadline = time.monotonic() + wait
     try:
         start_supervisor(point, cmd, log.path, env)
     except OSError as exc:
         raise fail_mount(point, f"cannot start rclone's supervisor: {exc}", _remote(env)) from None
     _wait_mounted(env, point, deadline, log)
-    unseen = wait_visible(point, int(deadline - time.monotonic()), json.loads(env.get("RV_EXPECT") or "{}"))
+    unseen = wait_visible(point, int(deadline - time.monotonic()), expect)
     if unseen:
         print(unseen, file=sys.stderr)
         raise fail_mount(point, f"the model is not visible through the mount at {env['RV_MOUNT']} with the uploaded "
@@ -694,7 +699,7 @@ def main(argv: Sequence[str]) -> int:
         sys.stdout.flush()
         print(f"rclone-mount: {exc}", file=sys.stderr)
         return exc.code
-    except OSError as exc:
+    except (OSError, ValueError) as exc:     # a folder it cannot make, a bad RV_EXPECT or RV_WAIT_SECONDS
         sys.stdout.flush()
         print(f"rclone-mount: {exc}", file=sys.stderr)
         return 1
