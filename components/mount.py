@@ -13,7 +13,8 @@ Layout (what users see is the guide's: ``<mountPath>/<prefix>/config.json``):
 - ``MountCache``: the stack's rclone VFS cache folder (``mountCacheDir``); deleted after every
   mount, it removes what rclone cached (``purgeOnDestroy``) or says where the cache is and how big.
 
-All are pulumi-command commands running ``scripts/rclone-mount`` on their host (components.hosts). Credentials reach rclone
+All are pulumi-command commands running ``scripts/rclone-mount`` on their host (components.hosts): the
+launcher of ``components/mount_tool.py``, the mount's one implementation. Credentials reach rclone
 through RCLONE_CONFIG_<REMOTE>_* variables in the command's secret ``environment``, never argv.
 A model mount's ``triggers`` hold what needs a new mount (endpoint, bucket, prefix, path, cache,
 flags, rclone binary) and the model's revision: an updated model gets a fresh rclone, and the
