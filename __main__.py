@@ -9,7 +9,7 @@ import pulumi
 
 from components import config, preflight
 from components.config import runtime
-from components.hosts import hosts_of
+from components.hosts.types import hosts_of
 from components.stack import ServingStack, ServingStackArgs
 
 PROJECT = os.path.dirname(os.path.abspath(__file__))

@@ -1,5 +1,5 @@
 """make bench --hosts: the time of `pulumi up` of one model on one simulated serving host and on
-two, in the same run, and the ratio two/one (scripts/sim-hosts; tests/hosts/sim.py).
+two, in the same run, and the ratio two/one (tests/hosts/sim-hosts; tests/hosts/sim.py).
 
 Both runs start from a destroyed stack with the image already on the hosts (pulled from the
 loopback registry by an earlier run: the pull is not measured) and the same model (SmolLM2-135M,

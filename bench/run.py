@@ -35,9 +35,9 @@ from boto3.s3.transfer import TransferConfig
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from components import manifest as manifest_mod  # noqa: E402
+from components.storage import manifest as manifest_mod  # noqa: E402
 from components.config import DEFAULT_MOUNT_FLAGS  # noqa: E402
-from components.providers import s3  # noqa: E402
+from components.storage import s3  # noqa: E402
 from tests.s3_under_test import ExternalServer, stack_settings, stored_objects  # noqa: E402
 from components.providers.model_upload import DEFAULT_FILE_WORKERS, DEFAULT_PART_WORKERS, sync  # noqa: E402
 
@@ -464,7 +464,7 @@ def main() -> None:
                     help="only the stack part with a 5 GiB model, added to the existing results-<server>.json as "
                          "preview.noop_5g_s (does preview time grow with model size?)")
     ap.add_argument("--hosts", action="store_true",
-                    help="only `up` of one model on one simulated serving host and on two (scripts/sim-hosts), "
+                    help="only `up` of one model on one simulated serving host and on two (tests/hosts/sim-hosts), "
                          "added to results-<server>.json as hosts")
     args = ap.parse_args()
     if args.hosts:

@@ -20,11 +20,12 @@ from __future__ import annotations
 
 from typing import Mapping, Optional, Protocol, Sequence
 
-from . import machine, ssh, tls
-from .config.schema import NAMESPACE
-from .config.spec import HostSpec, StackConfig
-from .docker_facts import TOOLKIT, DockerFacts
-from .hosts import Host
+from components.hosts import machine, ssh
+from components.storage import tls
+from components.config.schema import NAMESPACE
+from components.config.spec import HostSpec, StackConfig
+from components.hosts.docker_facts import TOOLKIT, DockerFacts
+from components.hosts.types import Host
 
 
 class Probes(Protocol):
@@ -65,7 +66,7 @@ class Machines:
     def docker_facts(self, host: str) -> Optional[DockerFacts]:
         h = self.hosts.get(host)
         if h is None or h.spec.local:
-            from .docker_facts import local_facts
+            from components.hosts.docker_facts import local_facts
 
             return local_facts()
         return h.docker_facts()

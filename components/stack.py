@@ -25,16 +25,16 @@ from typing import Optional
 import pulumi
 import pulumi_docker as docker
 
-from .balancer import Balancer, BalancerArgs, Route
-from .bucket import Bucket, BucketArgs
-from .config.spec import ModelSpec, StackConfig
-from .hosts import Host, hosts_of
-from .model_upload import ModelUpload, ModelUploadArgs
-from .mount import MountCache, MountCacheArgs, MountRoot, MountRootArgs, RcloneMount, RcloneMountArgs, remote_name
-from .s3_server import S3Server, S3ServerArgs
-from .smoke import SmokeTest, SmokeTestArgs
-from .stack_outputs import exports
-from .vllm import VllmServer, VllmServerArgs
+from components.serving.balancer import Balancer, BalancerArgs, Route
+from components.storage.bucket import Bucket, BucketArgs
+from components.config.spec import ModelSpec, StackConfig
+from components.hosts.types import Host, hosts_of
+from components.storage.model_upload import ModelUpload, ModelUploadArgs
+from components.mounting.mounts import MountCache, MountCacheArgs, MountRoot, MountRootArgs, RcloneMount, RcloneMountArgs, remote_name
+from components.storage.s3_server import S3Server, S3ServerArgs
+from components.serving.smoke import SmokeTest, SmokeTestArgs
+from components.stack_outputs import exports
+from components.serving.vllm import VllmServer, VllmServerArgs
 
 
 @dataclass

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 import pulumi
 
 if TYPE_CHECKING:
-    from .stack import ServingStack
+    from components.stack import ServingStack
 
 
 def curl(stack: "ServingStack", base_url: pulumi.Output[str], model: str) -> pulumi.Output[str]:

@@ -2,7 +2,8 @@
 # Sourced by the Makefile, the test suite and the README's commands:  . scripts/env.sh
 _rv_root="$(cd "$(dirname "${BASH_SOURCE[0]:-$0}")/.." && pwd)"
 export RUSTFS_VLLM_ROOT="$_rv_root"
-# The dynamic providers are pickled by reference to components.providers.*: make them importable.
+# The dynamic providers are pickled by reference to their modules (components.storage.*, components.serving.*;
+# older stacks: components.providers.*, aliased there): make them importable.
 export PYTHONPATH="$_rv_root${PYTHONPATH:+:$PYTHONPATH}"
 # Our tools first: the built pulumi CLI, the language host, the dynamic-provider shim, the venv.
 export PATH="$_rv_root/.tools/bin:$_rv_root/.venv/bin:$PATH"

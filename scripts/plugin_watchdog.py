@@ -22,7 +22,7 @@ import time
 from typing import Callable, Optional
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))   # the project
-from components.procs import argvs  # noqa: E402
+from components.hosts.procs import argvs  # noqa: E402
 
 INTERVAL_S = 0.5
 

@@ -39,7 +39,7 @@ def stack_settings(kind: str = KIND) -> dict[str, str]:
 
 
 def expected_s3_server_output() -> str:
-    from components.s3_server import describe
+    from components.storage.s3_server import describe
 
     s = stack_settings()
     return describe(s["s3Server"], s["rustfsImage"])
@@ -152,7 +152,7 @@ class ExternalServer:
             self.proc.wait(timeout=10)
 
     def client(self):
-        from components.providers import s3
+        from components.storage import s3
 
         return s3.client(self.endpoint, self.access, self.secret, ca_bundle=self.ca)
 

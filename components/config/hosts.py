@@ -28,11 +28,11 @@ import os
 import re
 from typing import Any, Mapping
 
-from .. import layout
-from ..machine import LOCAL_ONLY_PREFIXES
-from .reader import Reader
-from .schema import HOST_FIELDS
-from .spec import LOCAL, REMOTE_TOOLS_ROOT, HostSpec
+from components.storage import layout
+from components.hosts.machine import LOCAL_ONLY_PREFIXES
+from components.config.reader import Reader
+from components.config.schema import HOST_FIELDS
+from components.config.spec import LOCAL, REMOTE_TOOLS_ROOT, HostSpec
 
 FIELD = {f.name: f for f in HOST_FIELDS}
 SSH_URL_RE = re.compile(r"^ssh://(?:(?P<user>[A-Za-z0-9._-]+)@)?(?P<host>[A-Za-z0-9.\-]+|\[[0-9a-fA-F:]+\])"
@@ -139,7 +139,7 @@ def _ssh(r: Reader, key: str, h: Mapping[str, Any], local: bool) -> tuple[Any, A
 
 
 def _mount(r: Reader, key: str, h: Mapping[str, Any], v: Mapping[str, Any], local: bool) -> tuple[str, str]:
-    from .load import FORBIDDEN_MOUNT_ROOTS, inside
+    from components.config.load import FORBIDDEN_MOUNT_ROOTS, inside
 
     mpath = h.get("mountPath", v["mount_path"])
     if not isinstance(mpath, str) or not os.path.isabs(mpath) or os.path.normpath(mpath) in FORBIDDEN_MOUNT_ROOTS:

@@ -13,11 +13,11 @@ import re
 import shutil
 from typing import Any, Mapping
 
-from .. import layout, tls
-from . import hosts as hosts_cfg, models as models_cfg
-from .reader import Reader
-from .schema import NAMESPACE
-from .spec import DEFAULT_CREDENTIAL, ConfigError, HostSpec, ModelSpec, StackConfig
+from components.storage import layout, tls
+from components.config import hosts as hosts_cfg, models as models_cfg
+from components.config.reader import Reader
+from components.config.schema import NAMESPACE
+from components.config.spec import DEFAULT_CREDENTIAL, ConfigError, HostSpec, ModelSpec, StackConfig
 
 BUCKET_RE = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
 URL_RE = re.compile(r"https?://[A-Za-z0-9.\-\[\]:]+(:[0-9]{1,5})?/?")

@@ -4,10 +4,10 @@ from __future__ import annotations
 import os
 from typing import Any, Mapping
 
-from .. import layout
-from .reader import Reader
-from .schema import MODEL_FIELDS
-from .spec import HostSpec, ModelSpec
+from components.storage import layout
+from components.config.reader import Reader
+from components.config.schema import MODEL_FIELDS
+from components.config.spec import HostSpec, ModelSpec
 
 FIELD = {f.name: f for f in MODEL_FIELDS}
 # vLLM flags this program sets itself: giving them in extraArgs would contradict the model fields.
@@ -56,7 +56,7 @@ def _model(r: Reader, i: int, m: Mapping[str, Any], project_dir: str, hosts: lis
         if a.split("=")[0] in RESERVED_VLLM_FLAGS:
             r.bad(f"{key}.extraArgs", a, f"no flag this program sets itself ({', '.join(RESERVED_VLLM_FLAGS)}); "
                                          "use the model's fields or vllmApiKey")
-    from .load import env_map
+    from components.config.load import env_map
 
     return ModelSpec(name=name, source=source, prefix=prefix, port=port, max_model_len=max_len,
                      dtype=r.field(FIELD["dtype"], m, key), gpu_memory_utilization=gmu, kv_cache_space_gib=kv,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any, Mapping
 
-from .schema import COMPUTED, NAMESPACE, REQUIRED, Key, key as key_of
+from components.config.schema import COMPUTED, NAMESPACE, REQUIRED, Key, key as key_of
 
 _MISSING = object()
 

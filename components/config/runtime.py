@@ -7,7 +7,7 @@ from typing import Any
 import pulumi
 from pulumi.runtime import config as runtime_config
 
-from .schema import KEYS, NAMESPACE
+from components.config.schema import KEYS, NAMESPACE
 
 NAMES = tuple(k.name for k in KEYS)
 SECRET_KEYS = tuple(k.name for k in KEYS if k.secret)

@@ -11,12 +11,14 @@ adopted anew), instead of trusting the state about a server that is gone.
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Optional
 
-from pulumi.dynamic import CheckFailure, CheckResult, CreateResult, DiffResult, ReadResult, ResourceProvider, UpdateResult
+import pulumi
+from pulumi.dynamic import CheckFailure, CheckResult, CreateResult, DiffResult, ReadResult, Resource, ResourceProvider, UpdateResult
 
-from . import s3
-from .errors import ProviderError
+from components.storage import s3
+from components.dynamic import secret_outputs
+from components.errors import ProviderError
 
 REPLACE_ON = ("endpoint", "bucket")
 
@@ -85,3 +87,10 @@ class BucketProvider(ResourceProvider):
             if s3.is_missing(exc) or s3.error_code(exc) == "BucketNotEmpty":
                 return
             raise ProviderError(s3.explain(exc, props["endpoint"], f"delete bucket {id_}")) from None
+
+
+class BucketResource(Resource, module="rustfs-vllm", name="Bucket"):
+    adopted: pulumi.Output[bool]
+
+    def __init__(self, name: str, props: dict[str, Any], opts: Optional[pulumi.ResourceOptions] = None) -> None:
+        super().__init__(BucketProvider(), name, {"adopted": None, **props}, secret_outputs(opts))

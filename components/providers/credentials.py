@@ -14,12 +14,14 @@ the endpoint or the server container change; nothing runs during preview.
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Optional
 
-from pulumi.dynamic import CreateResult, DiffResult, ResourceProvider, UpdateResult
+import pulumi
+from pulumi.dynamic import CreateResult, DiffResult, Resource, ResourceProvider, UpdateResult
 
-from . import s3
-from .errors import ProviderError
+from components.storage import s3
+from components.dynamic import secret_outputs
+from components.errors import ProviderError
 
 DEFAULT_KEY = "rustfsadmin"
 INPUTS = ("endpoint", "access_key", "secret_key", "defaults_allowed", "server", "kind", "ca_bundle")
@@ -69,3 +71,8 @@ class CredentialCheckProvider(ResourceProvider):
     def update(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
         check(news)
         return UpdateResult(dict(news))
+
+
+class CredentialCheckResource(Resource, module="rustfs-vllm", name="CredentialCheck"):
+    def __init__(self, name: str, props: dict[str, Any], opts: Optional[pulumi.ResourceOptions] = None) -> None:
+        super().__init__(CredentialCheckProvider(), name, props, secret_outputs(opts))

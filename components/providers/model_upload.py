@@ -14,12 +14,14 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Optional
 
-from pulumi.dynamic import CheckFailure, CheckResult, CreateResult, DiffResult, ReadResult, ResourceProvider, UpdateResult
+import pulumi
+from pulumi.dynamic import CheckFailure, CheckResult, CreateResult, DiffResult, ReadResult, Resource, ResourceProvider, UpdateResult
 
-from .. import layout
-from ..manifest import MULTIPART_THRESHOLD, PART_SIZE
-from . import s3
-from .errors import ProviderError
+from components.storage import layout
+from components.storage.manifest import MULTIPART_THRESHOLD, PART_SIZE
+from components.storage import s3
+from components.dynamic import secret_outputs
+from components.errors import ProviderError
 
 REPLACE_ON = ("endpoint", "bucket", "prefix")
 # Files in flight and parts in flight per file: chosen by `make bench` (docs/PERFORMANCE.md).
@@ -297,3 +299,13 @@ class ModelUploadProvider(ResourceProvider):
         manifest = props["manifest"]
         return {**props, "last_transfer": stats, "file_count": len(manifest),
                 "total_bytes": sum(int(e["size"]) for e in manifest.values())}
+
+
+class ModelUploadResource(Resource, module="rustfs-vllm", name="ModelUpload"):
+    last_transfer: pulumi.Output[dict]
+    file_count: pulumi.Output[int]
+    total_bytes: pulumi.Output[int]
+
+    def __init__(self, name: str, props: dict[str, Any], opts: Optional[pulumi.ResourceOptions] = None) -> None:
+        super().__init__(ModelUploadProvider(), name,
+                         {"last_transfer": None, "file_count": None, "total_bytes": None, **props}, secret_outputs(opts))

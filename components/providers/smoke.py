@@ -14,11 +14,13 @@ import json
 import time
 import urllib.error
 import urllib.request
-from typing import Any
+from typing import Any, Optional
 
-from pulumi.dynamic import CreateResult, DiffResult, ResourceProvider, UpdateResult
+import pulumi
+from pulumi.dynamic import CreateResult, DiffResult, Resource, ResourceProvider, UpdateResult
 
-from .errors import ProviderError
+from components.dynamic import secret_outputs
+from components.errors import ProviderError
 
 
 def complete(props: dict[str, Any]) -> dict[str, Any]:
@@ -60,3 +62,11 @@ class CompletionProvider(ResourceProvider):
 
     def update(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
         return UpdateResult(complete(news))
+
+
+class CompletionResource(Resource, module="rustfs-vllm", name="Completion"):
+    text: pulumi.Output[str]
+    seconds: pulumi.Output[float]
+
+    def __init__(self, name: str, props: dict[str, Any], opts: Optional[pulumi.ResourceOptions] = None) -> None:
+        super().__init__(CompletionProvider(), name, {"text": None, "seconds": None, **props}, secret_outputs(opts))

@@ -17,7 +17,7 @@ import docker
 import pytest
 from openai import OpenAI
 
-from components.providers import s3
+from components.storage import s3
 from tests import s3_under_test
 from tests.helpers import ROOT, free_port
 from tests.pulumi_cli import Stack

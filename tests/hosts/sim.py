@@ -1,4 +1,4 @@
-"""The simulated serving hosts of scripts/sim-hosts, and a stack that serves from them; shared by
+"""The simulated serving hosts of tests/hosts/sim-hosts, and a stack that serves from them; shared by
 the two-host e2e (tests/hosts) and `make bench`'s one-host/two-host `up` comparison.
 
 Each simulated host has its own sshd (on a loopback address), its own Docker daemon, data root and
@@ -27,7 +27,7 @@ BALANCER_IMAGE = "rustfs-vllm/nginx:1.22.1-local"      # on this machine, where 
 REGISTRY = "127.0.0.1:5005"
 HOSTS = {"a": "127.0.0.2", "b": "127.0.0.3"}
 SSH_PORT = 2222
-SIM = ROOT / "scripts" / "sim-hosts"
+SIM = ROOT / "tests" / "hosts" / "sim-hosts"
 CLIENT_KEY = Path(os.environ.get("SIM_HOSTS_DIR") or ROOT / ".state" / "sim-hosts") / "client_key"
 MOUNT_ROOT = "/mnt/rv-hosts"
 

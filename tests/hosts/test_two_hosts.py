@@ -1,6 +1,6 @@
 """Several serving hosts from one stack, through the real engine, on two SIMULATED hosts.
 
-scripts/sim-hosts starts two hosts on this machine, each with its own sshd (127.0.0.2:2222 and
+tests/hosts/sim-hosts starts two hosts on this machine, each with its own sshd (127.0.0.2:2222 and
 127.0.0.3:2222), its own Docker daemon and data root, its own mount namespace (its own /mnt, so
 its FUSE mounts are its own), rclone and fuse3. The program reaches them only as it reaches real
 hosts: Docker over ssh://, the mounts as remote commands over SSH. The hosts pull the vLLM image

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from components.providers import s3
+from components.storage import s3
 from tests.helpers import free_port, start_rclone_s3
 
 ACCESS = "integration-access-0001"
@@ -58,7 +58,7 @@ def commands():
 @pytest.fixture
 def root(commands, tmp_path):
     """A mount root made (and removed after the test) by the plugin."""
-    from components import layout
+    from components.storage import layout
     from tests.integration.mounting import root_props
 
     path = tmp_path / "root"

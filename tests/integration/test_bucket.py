@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from components.providers.bucket import BucketProvider
-from components.providers.errors import ProviderError
+from components.errors import ProviderError
 
 
 def test_create_then_delete_when_empty(s3_server):

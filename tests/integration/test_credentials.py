@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from components.providers.credentials import check
-from components.providers.errors import ProviderError
+from components.errors import ProviderError
 from tests.helpers import free_port, start_rclone_s3
 from tests.integration.conftest import ACCESS, SECRET
 

@@ -7,8 +7,8 @@ import time
 
 import pytest
 
-from components import manifest as manifest_mod
-from components.providers.errors import ProviderError
+from components.storage import manifest as manifest_mod
+from components.errors import ProviderError
 from components.providers.model_upload import ModelUploadProvider, list_prefix, verify
 from tests.helpers import make_model
 

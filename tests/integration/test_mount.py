@@ -10,8 +10,9 @@ import time
 import grpc
 import pytest
 
-from components import layout, machine
-from components.mount import generation
+from components.storage import layout
+from components.hosts import machine
+from components.mounting.mounts import generation
 from tests.integration.conftest import ACCESS, SECRET
 from tests.integration.mounting import (CONFIG, SCRIPT, WEIGHTS, mount_env, mount_options, pids, props,
                                         root_props, wait_for)

@@ -14,10 +14,10 @@ import os
 import grpc
 import pytest
 
-from components import layout, manifest as manifest_mod, tls
+from components.storage import layout, manifest as manifest_mod, tls
 from components.providers.bucket import BucketProvider
 from components.providers.credentials import check
-from components.providers.errors import ProviderError
+from components.errors import ProviderError
 from components.providers.model_upload import ModelUploadProvider
 from tests.helpers import free_port, make_model, start_rclone_s3
 from tests.integration.conftest import ACCESS, SECRET, S3Server
@@ -91,7 +91,7 @@ def test_providers_without_the_right_ca_fail_naming_the_key(https_server, other_
 
 @pytest.fixture
 def tls_bucket(https_server, pki):
-    from components.providers import s3
+    from components.storage import s3
 
     c = s3.client(https_server.endpoint, ACCESS, SECRET, ca_bundle=str(pki.ca))
     c.create_bucket(Bucket="models")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import docker
 
-from components import layout
+from components.storage import layout
 
 from tests.integration.conftest import ACCESS, SECRET  # noqa: F401
 

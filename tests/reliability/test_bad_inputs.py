@@ -400,7 +400,7 @@ def test_rustfs_in_the_stack_that_ignores_its_keys_fails_naming_that_cause(stack
         out = up.stdout + up.stderr
         assert up.returncode != 0 and "never received the configured ones" in out, out[-3000:]
         assert ACCESS not in out and SECRET not in out
-        from components.providers import s3
+        from components.storage import s3
 
         on_defaults = s3.client(f"http://127.0.0.1:{cfg['rustfsPort']}", "rustfsadmin", "rustfsadmin")
         assert [b["Name"] for b in on_defaults.list_buckets().get("Buckets", [])] == []   # no bucket made

@@ -106,7 +106,7 @@ class World:
 @pytest.fixture(scope="module")
 def world(tmp_path_factory):
     w = World(tmp_path_factory.mktemp("faults"))
-    from components.providers import s3
+    from components.storage import s3
 
     c = s3.client(w.endpoint, ACCESS, SECRET)
     c.create_bucket(Bucket=BUCKET)                              # an existing bucket: adopted
@@ -332,7 +332,7 @@ def test_destroy_succeeds_when_things_are_already_gone(world):
 
 
 def test_purge_removes_only_managed_prefixes_and_never_the_adopted_bucket(world):
-    from components.providers import s3
+    from components.storage import s3
 
     world.stack.run("up", "--yes", "--skip-preview")
     c = s3.client(world.endpoint, ACCESS, SECRET)

@@ -24,7 +24,7 @@ import docker
 import pytest
 from openai import OpenAI
 
-from components import layout
+from components.storage import layout
 from tests import s3_under_test
 from tests.helpers import ROOT, free_port
 from tests.pulumi_cli import Stack

@@ -67,7 +67,7 @@ def _message(host, exc: BaseException) -> str:
 
 
 def test_provider_errors_reach_the_engine_without_a_traceback(host, monkeypatch):
-    from components.providers.errors import ProviderError
+    from components.errors import ProviderError
 
     monkeypatch.delenv("RUSTFS_VLLM_DEBUG", raising=False)
     size = os.path.getsize(host.LOG) if os.path.exists(host.LOG) else 0

@@ -9,7 +9,7 @@ from typing import Callable, Mapping, Optional
 import pytest
 
 from components import config, preflight
-from components.docker_facts import DockerFacts
+from components.hosts.docker_facts import DockerFacts
 
 
 @dataclass

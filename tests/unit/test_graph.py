@@ -231,7 +231,7 @@ def test_prod_example_shape(prod):
 
 
 def test_gpu_and_shm_translation():
-    from components.vllm import docker_gpus, shm_megabytes
+    from components.serving.vllm import docker_gpus, shm_megabytes
 
     assert [docker_gpus(g) for g in ("", "all", "count=2", "0,1")] == [None, "all", "count=2", '"device=0,1"']
     assert [shm_megabytes(s) for s in ("2g", "512m", "1.5g", "2048k")] == [2048, 512, 1536, 2]
@@ -297,7 +297,7 @@ def test_each_model_has_its_own_chain(prod):
 
 
 def test_dead_mount_asks_for_the_next_generation(tmp_path):
-    from components.mount import generation
+    from components.mounting.mounts import generation
 
     marker = tmp_path / "m.json"
     assert generation(str(marker), "/x", lambda p: False) == 0          # never mounted

@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import os
 
-from components import layout, manifest
+from components.storage import layout, manifest
 from tests.helpers import make_hf_cache, make_model
 
 

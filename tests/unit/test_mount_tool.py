@@ -1,4 +1,4 @@
-"""components/mount_tool.py's pure parts, on sample text: the mountinfo parser (octal escapes,
+"""components/mounting/mount_tool.py's pure parts, on sample text: the mountinfo parser (octal escapes,
 optional fields), the topmost mount at a path, the mount root's self-bind seen through a parent
 that is itself a bind mount, which processes are a mount's rclone or supervisor, the rclone
 preflight's hints and the --env-stdin protocol."""
@@ -9,8 +9,10 @@ import io
 
 import pytest
 
-from components import layout, machine, mount_tool
-from components.mount_tool import Mount, is_self_bind, mounted_at, parse_mountinfo
+from components.storage import layout
+from components.hosts import machine
+from components.mounting import mount_tool
+from components.mounting.mount_tool import Mount, is_self_bind, mounted_at, parse_mountinfo
 
 # / on vda; /data a bind mount of /srv/data from vda; /data/models a self-bind (folder /srv/data/models
 # of vda, which is what /data shows at /data/models); /data/models/m1 an rclone mount over it

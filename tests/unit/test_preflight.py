@@ -4,7 +4,8 @@ host has none, named by the key that asked; container names this stack will crea
 containers that are not this stack's, with who made them."""
 from __future__ import annotations
 
-from components import docker_facts, preflight
+from components.hosts import docker_facts
+from components import preflight
 from components.preflight import DockerFacts
 from tests.unit.probes import GivenProbes
 from tests.unit.test_hosts import load, raw_two_hosts

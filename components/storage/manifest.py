@@ -12,7 +12,7 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
-from . import layout
+from components.storage import layout
 
 # Multipart part size for uploads. The expected ETag of an object depends on it, so it is part of
 # the manifest: changing it changes the expected ETags (and the objects are re-verified, not re-sent).

@@ -20,10 +20,11 @@ import pulumi
 import pulumi_command as command
 import pulumi_docker as docker
 
-from . import docker_facts, machine, ssh
-from .config.spec import HostSpec, StackConfig
+from components.hosts import docker_facts, machine, ssh
+from components.config.spec import HostSpec, StackConfig
+from components.paths import SCRIPTS
 
-SCRIPT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "scripts", "rclone-mount")
+SCRIPT = os.path.join(SCRIPTS, "rclone-mount")
 # SSH connection attempts of a remote command before it fails (pulumi-command's default is 10, with
 # growing waits between them: minutes for a host that is down).
 DIAL_ATTEMPTS = 3
@@ -138,7 +139,7 @@ class SshHost(Host):
         self._provider: Optional[docker.Provider] = None
 
     def setup(self, owner: pulumi.Resource) -> None:
-        from .host_tools import HostTools, HostToolsArgs
+        from components.hosts.host_tools import HostTools, HostToolsArgs
 
         tools = HostTools(f"{self.prefix}host-tools", HostToolsArgs(
             host=self.name, connection=self.connection, tools_dir=self.spec.tools_dir, ca_bundle=self.cfg.ca_bundle),

@@ -14,7 +14,9 @@ from typing import Optional
 import pulumi
 import pulumi_command as command
 
-SCRIPT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "scripts", "wait-ready")
+from components.paths import SCRIPTS
+
+SCRIPT = os.path.join(SCRIPTS, "wait-ready")
 
 
 @dataclass

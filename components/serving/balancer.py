@@ -29,8 +29,8 @@ from typing import Optional, Sequence
 import pulumi
 import pulumi_docker as docker
 
-from .readiness import ReadinessWait, ReadinessWaitArgs
-from .s3_server import labels
+from components.serving.readiness import ReadinessWait, ReadinessWaitArgs
+from components.storage.s3_server import labels
 
 CONFIG = "/etc/rustfs-vllm/nginx.conf"
 

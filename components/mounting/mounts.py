@@ -14,7 +14,7 @@ Layout (what users see is the guide's: ``<mountPath>/<prefix>/config.json``):
   mount, it removes what rclone cached (``purgeOnDestroy``) or says where the cache is and how big.
 
 All are pulumi-command commands running ``scripts/rclone-mount`` on their host (components.hosts): the
-launcher of ``components/mount_tool.py``, the mount's one implementation. Credentials reach rclone
+launcher of ``components/mounting/mount_tool.py``, the mount's one implementation. Credentials reach rclone
 through RCLONE_CONFIG_<REMOTE>_* variables in the command's secret ``environment``, never argv.
 A model mount's ``triggers`` hold what needs a new mount (endpoint, bucket, prefix, path, cache,
 flags, rclone binary) and the model's revision: an updated model gets a fresh rclone, and the
@@ -37,8 +37,8 @@ from typing import Callable, Mapping, Optional, Sequence
 
 import pulumi
 
-from . import tls
-from .hosts import Host
+from components.storage import tls
+from components.hosts.types import Host
 
 HASHED_BELOW = 16 * 2**20   # files smaller than this are checked by sha256 through the mount
 

@@ -16,7 +16,7 @@ import shlex
 import subprocess
 from dataclasses import dataclass
 
-from .config.spec import HostSpec
+from components.config.spec import HostSpec
 
 # What a serving host must have; checked at preview (and again by the host-tools command at `up`).
 REQUIREMENTS = (

@@ -24,9 +24,9 @@ from typing import Optional
 import pulumi
 import pulumi_docker as docker
 
-from . import secret_files
-from .readiness import ReadinessWait, ReadinessWaitArgs
-from .resources import CredentialCheckResource
+from components.serving import secret_files
+from components.serving.readiness import ReadinessWait, ReadinessWaitArgs
+from components.providers.credentials import CredentialCheckResource
 
 KIND_LABELS = {
     "rustfs": "RustFS",

@@ -6,7 +6,7 @@ from typing import Optional
 
 import pulumi
 
-from .resources import CompletionResource
+from components.providers.smoke import CompletionResource
 
 
 @dataclass

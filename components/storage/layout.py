@@ -7,7 +7,7 @@ import os
 from typing import Optional
 
 # what is mounted at a path and the mount root's self-bind: the mount tool's own checks, one implementation
-from .mount_tool import is_self_bind, mounted_at  # noqa: F401  (callers use layout.mounted_at/is_self_bind)
+from components.mounting.mount_tool import is_self_bind, mounted_at  # noqa: F401  (callers use layout.mounted_at/is_self_bind)
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "vocab.json", "tokenizer_config.json")
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".gguf")

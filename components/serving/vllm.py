@@ -23,9 +23,9 @@ from typing import Mapping, Optional, Sequence
 import pulumi
 import pulumi_docker as docker
 
-from . import secret_files
-from .readiness import ReadinessWait, ReadinessWaitArgs
-from .s3_server import labels
+from components.serving import secret_files
+from components.serving.readiness import ReadinessWait, ReadinessWaitArgs
+from components.storage.s3_server import labels
 
 API_KEY_CONFIG = f"{secret_files.SECRETS_DIR}/vllm-api-key.yaml"
 

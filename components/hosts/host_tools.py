@@ -1,7 +1,7 @@
 """HostTools: what the program needs on a remote serving host, put there and checked over SSH.
 
 One pulumi-command ``remote.Command`` per host copies this program's mount tool (the launcher
-``scripts/rclone-mount`` and ``components/mount_tool.py`` beside it) and, with rustfsCaBundle,
+``scripts/rclone-mount`` and ``components/mounting/mount_tool.py`` beside it) and, with rustfsCaBundle,
 the CA bundle into ``/var/lib/rustfs-vllm/<namePrefix>`` on the host (root-only, 0700), as a
 gzipped tar on the command's stdin; then it checks the host has what serving needs (Docker, rclone,
 fuse3, /dev/fuse, python3) and fails naming what is missing and how to get it. Its ``triggers``
@@ -23,12 +23,12 @@ from typing import Optional
 import pulumi
 import pulumi_command as command
 
-from .ssh import REQUIREMENTS
+from components.hosts.ssh import REQUIREMENTS
+from components.mounting import mount_tool
+from components.paths import SCRIPTS
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-SCRIPTS = os.path.join(os.path.dirname(HERE), "scripts")
 # the launcher finds mount_tool.py beside itself in the host's tools folder
-TOOLS = {"rclone-mount": os.path.join(SCRIPTS, "rclone-mount"), "mount_tool.py": os.path.join(HERE, "mount_tool.py")}
+TOOLS = {"rclone-mount": os.path.join(SCRIPTS, "rclone-mount"), "mount_tool.py": os.path.abspath(mount_tool.__file__)}
 CA_FILE = "ca.pem"
 
 

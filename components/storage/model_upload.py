@@ -13,9 +13,9 @@ from typing import Optional
 
 import pulumi
 
-from . import manifest as manifest_mod
-from .providers.model_upload import DEFAULT_FILE_WORKERS, DEFAULT_PART_WORKERS
-from .resources import ModelUploadResource
+from components.storage import manifest as manifest_mod
+from components.providers.model_upload import DEFAULT_FILE_WORKERS, DEFAULT_PART_WORKERS
+from components.providers.model_upload import ModelUploadResource
 
 
 @dataclass

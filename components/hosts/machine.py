@@ -10,7 +10,7 @@ import socket
 import subprocess
 from typing import Callable, Optional
 
-from . import mount_tool
+from components.mounting import mount_tool
 
 # Images built on this host by scripts/build-images: no registry has them, so `up` cannot pull
 # them and a missing one is reported at preview. Any other image is pulled by `up` when missing.

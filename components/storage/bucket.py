@@ -10,7 +10,7 @@ from typing import Optional
 
 import pulumi
 
-from .resources import BucketResource
+from components.providers.bucket import BucketResource
 
 
 @dataclass

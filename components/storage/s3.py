@@ -8,7 +8,7 @@ from botocore.config import Config
 from botocore.exceptions import ClientError, EndpointConnectionError, SSLError
 
 # the hints and the credential error codes are the mount tool's (its rclone preflight says the same)
-from ..mount_tool import AUTH_CODES, AUTH_HINT, CA_HINT, ENDPOINT_HINT
+from components.mounting.mount_tool import AUTH_CODES, AUTH_HINT, CA_HINT, ENDPOINT_HINT
 
 MISSING_CODES = ("404", "NoSuchBucket", "NoSuchKey", "NotFound")
 
