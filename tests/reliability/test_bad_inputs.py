@@ -303,7 +303,7 @@ def test_unreadable_file_is_rejected_for_an_unprivileged_user(tmp_path):
         for p in (folder / "model").iterdir():
             os.chmod(p, 0o644)
         os.chmod(folder / "model" / "model.safetensors", 0o600)
-        code = ("import sys; sys.path.insert(0, sys.argv[1]); from components import layout; "
+        code = ("import sys; sys.path.insert(0, sys.argv[1]); from components.storage import layout; "
                 "print(layout.folder_problems(sys.argv[2]))")
         out = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "/usr/bin/python3", "-c",
                               code, str(ROOT), str(folder / "model")], capture_output=True, text=True, check=True)
