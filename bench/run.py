@@ -2,7 +2,8 @@
 run, on the same S3 server and the same data. Every cold or warm read is measured after
 `echo 3 > /proc/sys/vm/drop_caches`.
 
-usage: python -m bench.run [--server rustfs|standin] [--full] [--skip-vllm] [--stack-only] [--before REF] [--hosts]
+usage: python -m bench.run [--server rustfs|standin] [--full] [--skip-vllm] [--load-only] [--stack-only] [--before REF] [--hosts]
+Every figure: the median of bench.stats.SAMPLES samples taken A/B interleaved, with min, max and spread.
 --server rustfs (default): real RustFS 1.0.1, the local build rustfs-vllm/rustfs:1.0.1-local, on
 loopback (a container; the stack part runs s3Server: rustfs). --server standin: `rclone serve s3`
 on loopback, an S3-compatible stand-in that is NOT RustFS. Results go to bench/results-<server>.json.
@@ -53,12 +54,15 @@ SERVERS = {"rustfs": "RustFS 1.0.1 on loopback (local build from crates.io, rust
 DEFAULT_WORKERS = (DEFAULT_FILE_WORKERS, DEFAULT_PART_WORKERS)  # what the program uses
 # rclone mount flag sets compared by the load benchmark; "plain" is the guide's mount.
 CURRENT_DEFAULT = "cache-full"  # what the program mounts with when mountFlags is not set
+PREFETCH_STREAMS = (4, 16)   # readers of the prefetch variants (--vfs-cache-mode full, then a read)
 MOUNT_VARIANTS = {
     "plain": [],
     "chunk-streams-8": ["--vfs-read-chunk-streams", "8", "--vfs-read-chunk-size", "16M"],
     "cache-full": list(DEFAULT_MOUNT_FLAGS),
     "cache-full+streams-8": ["--vfs-cache-mode", "full", "--vfs-cache-max-age", "8760h",
                              "--vfs-read-chunk-streams", "8", "--vfs-read-chunk-size", "16M"],
+    # the kernel's read-ahead on the FUSE mount (default 128 KiB): bigger requests to rclone
+    "cache-full+readahead-4M": [*DEFAULT_MOUNT_FLAGS, "--max-read-ahead", "4M"],
 }
 
 
@@ -225,6 +229,21 @@ def read_shuffled_mmap(path: Path, seed: int = 7) -> int:
     return total
 
 
+def prefetch(path: Path, streams: int = 8, piece: int = 16 * MIB) -> int:
+    """Read ``path`` through the mount with ``streams`` threads, each its own file handle over a
+    different range: with --vfs-cache-mode full, rclone downloads those ranges concurrently into
+    its cache, so the reader after it (vLLM) reads from local disk."""
+    size = path.stat().st_size
+
+    def read(off: int) -> int:
+        with open(path, "rb", buffering=0) as fh:
+            fh.seek(off)
+            return len(fh.read(min(piece, size - off)))
+
+    with ThreadPoolExecutor(max_workers=streams) as pool:
+        return sum(pool.map(read, range(0, size, piece)))
+
+
 def ranged_get(server: Server, bucket: str, key: str, streams: int = 16, piece: int = 8 * MIB) -> int:
     size = server.client.head_object(Bucket=bucket, Key=key)["ContentLength"]
 
@@ -246,14 +265,19 @@ def bench_load(server: Server, synthetic: Path, results: dict) -> str:
     key, local = f"m/{files[0]}", synthetic / files[0]
     mnt, cache = WORK / "mnt", WORK / "mount-cache"
 
-    def through_mount(flags: list[str], fn, warm: bool) -> Callable[[], float]:
+    def through_mount(flags: list[str], fn, warm: bool, streams: int = 0) -> Callable[[], float]:
+        """One sample; with ``streams``, a prefetch by that many readers first, timed with the read."""
         def run() -> float:
             mount(server, bucket, mnt, flags, cache)
             try:
                 if warm:
                     fn(mnt / key)
                 drop_caches()
-                return timed(fn, mnt / key)[0]
+                start = time.monotonic()
+                if streams:
+                    prefetch(mnt / key, streams)
+                fn(mnt / key)
+                return time.monotonic() - start
             finally:
                 unmount(mnt)
         return run
@@ -265,6 +289,9 @@ def bench_load(server: Server, synthetic: Path, results: dict) -> str:
     for name, flags in MOUNT_VARIANTS.items():
         contenders[f"{name}:seq_cold"] = through_mount(flags, read_sequential, False)
         contenders[f"{name}:seq_warm"] = through_mount(flags, read_sequential, True)
+    for streams in PREFETCH_STREAMS:   # cold: the prefetch's own time counts
+        contenders[f"{CURRENT_DEFAULT}+prefetch-{streams}:seq_cold"] = through_mount(
+            MOUNT_VARIANTS[CURRENT_DEFAULT], read_sequential, False, streams)
     for pattern in ("mmap_cold", "mmap_warm"):
         contenders[f"{CURRENT_DEFAULT}:{pattern}"] = through_mount(MOUNT_VARIANTS[CURRENT_DEFAULT],
                                                                    read_shuffled_mmap, pattern.endswith("warm"))
@@ -294,6 +321,9 @@ def set_ours(results: dict, ours: str) -> None:
         "ours_variant": ours, "ours_flags": MOUNT_VARIANTS[ours], "variants": variants,
         "cold_ratio_vs_ranged_get": variants[ours]["cold_ratio_vs_ranged_get"],
         "warm_ratio_vs_local": variants[ours]["warm_ratio_vs_local"],
+        "prefetch_cold_ratio_vs_ranged_get": {
+            n: stats.ratio(got["ranged-get-16"], got[f"{ours}+prefetch-{n}:seq_cold"]).summary()
+            for n in PREFETCH_STREAMS if f"{ours}+prefetch-{n}:seq_cold" in got},
         "mmap_cold_ratio_vs_ranged_get": stats.ratio(got["ranged-get-16"], got[f"{ours}:mmap_cold"]).summary(),
         "mmap_warm_ratio_vs_local": stats.ratio(got["local-disk:mmap"], got[f"{ours}:mmap_warm"]).summary(),
     })
@@ -474,6 +504,8 @@ def main() -> None:
                     help="rustfs: real RustFS (local build); standin: rclone serve s3 (not RustFS)")
     ap.add_argument("--full", action="store_true", help="4 GiB synthetic set and a 5 GiB model for preview")
     ap.add_argument("--skip-vllm", action="store_true", help="leave out the vLLM load comparison")
+    ap.add_argument("--load-only", action="store_true",
+                    help="only the mount read comparison, into results-<server>-load.json")
     ap.add_argument("--stack-only", action="store_true", help="only the stack part (up, no-op up, no-op preview)")
     ap.add_argument("--before", metavar="REF", help="also run the stack part with the program at git revision REF "
                                                     "and report current/REF ratios")
@@ -509,6 +541,24 @@ def main() -> None:
                      "server": SERVERS[args.server]}
     total = (4 if args.full else 1) * 2**30
     results.setdefault("upload", {})
+    if args.load_only:
+        synthetic = synthetic_set(WORK / "synthetic", total, 4)
+        server = Server(WORK / "s3data", args.server)
+        try:
+            server.fresh_bucket("up-synthetic")
+            sync({"endpoint": server.endpoint, "access_key": ACCESS, "secret_key": SECRET, "bucket": "up-synthetic",
+                  "prefix": "m", "source": str(synthetic),
+                  "manifest": manifest_mod.build(str(synthetic), str(WORK / "hash-cache" / "synthetic.json"))})
+            bench_load(server, synthetic, results)
+        finally:
+            server.stop()
+            shutil.rmtree(WORK / "s3data", ignore_errors=True)
+        results["load"].pop("samples", None)
+        results["machine_load"], results["noisy"] = stats.LOAD.summary(), noisy(results)
+        out = ROOT / "bench" / f"results-{args.server}-load.json"
+        out.write_text(json.dumps(results, indent=2))
+        print(json.dumps({k: v for k, v in results["load"].items() if "ratio" in k or k == "variants"}, indent=1))
+        return
     if not args.stack_only:
         synthetic = synthetic_set(WORK / "synthetic", total, 4)
         server = Server(WORK / "s3data", args.server)
