@@ -20,10 +20,11 @@ try:
 except config.ConfigError as exc:
     raise pulumi.RunError(str(config.ConfigError(problems + exc.problems))) from None
 # what `up` would fail on once started (ports, images, FUSE, TLS, SSH, GPUs, names), before anything is made
-problems += preflight.check(cfg, preflight.Machines(cfg, hosts_of(cfg)))
+hosts = hosts_of(cfg)    # one list (and one write of the SSH files) for preflight and the stack
+problems += preflight.check(cfg, preflight.Machines(cfg, hosts))
 if problems:
     raise pulumi.RunError(str(config.ConfigError(problems)))
 
-stack = ServingStack("rustfs-vllm", ServingStackArgs(config=cfg))
+stack = ServingStack("rustfs-vllm", ServingStackArgs(config=cfg, hosts=hosts))
 for name, value in stack.exports().items():
     pulumi.export(name, value)

@@ -40,6 +40,7 @@ from components.serving.vllm import VllmServer, VllmServerArgs
 @dataclass
 class ServingStackArgs:
     config: StackConfig
+    hosts: Optional[list[Host]] = None    # the stack's hosts (hosts_of(config) when not given)
 
 
 class ServingStack(pulumi.ComponentResource):
@@ -72,7 +73,7 @@ class ServingStack(pulumi.ComponentResource):
                 purge=cfg.purge_on_destroy, store=store, ca_bundle=cfg.ca_bundle), after_server)
 
         self.cfg = cfg
-        self.hosts: list[Host] = hosts_of(cfg)
+        self.hosts: list[Host] = args.hosts if args.hosts is not None else hosts_of(cfg)
         self.mount_roots: dict[str, MountRoot] = {}
         # host -> model name -> server / smoke test
         self.servers: dict[str, dict[str, VllmServer]] = {}
