@@ -2,7 +2,10 @@
 run, on the same S3 server and the same data. Every cold or warm read is measured after
 `echo 3 > /proc/sys/vm/drop_caches`.
 
-usage: python -m bench.run [--server rustfs|standin] [--full] [--skip-vllm] [--load-only] [--stack-only] [--before REF] [--hosts]
+usage: python -m bench.run [--server rustfs|standin] [--full] [--skip-vllm] [--skip-big] [--big-only] [--load-only]
+                           [--stack-only] [--before REF] [--hosts]
+vLLM's model load per read path (local disk, our mount cold and warm, the Run:ai Model Streamer from
+the bucket): bench.weights, for SmolLM2 and for the 3.4 GB model of bench.big_model.
 Every figure: the median of bench.stats.SAMPLES samples taken A/B interleaved, with min, max and spread.
 --server rustfs (default): real RustFS 1.0.1, the local build rustfs-vllm/rustfs:1.0.1-local, on
 loopback (a container; the stack part runs s3Server: rustfs). --server standin: `rclone serve s3`
@@ -136,7 +139,7 @@ def empty_bucket(server: Server, bucket: str) -> None:
         server.client.delete_objects(Bucket=bucket, Delete={"Objects": [{"Key": k} for k in keys[i:i + 1000]]})
 
 
-def bench_upload(server: Server, sources: dict[str, Path], results: dict) -> None:
+def bench_upload(server: Server, sources: dict[str, Path], results: dict, headline: str | None = "synthetic") -> None:
     """Ours (the program's sync, its default workers) against the guide's `rclone copy
     --transfers 4` and single-stream boto3, interleaved, SAMPLES rounds, into an emptied bucket."""
     out: dict[str, dict] = {}
@@ -178,7 +181,10 @@ def bench_upload(server: Server, sources: dict[str, Path], results: dict) -> Non
         out[label] = row
         log(f"upload {label}: ours {row['ours_s']['median']} s, rclone copy {row['rclone_copy_s']['median']} s, "
             f"ratio {row['ratio_vs_rclone']['median']} (spread {row['ratio_vs_rclone']['spread']})")
-    syn = out["synthetic"]
+    if headline is None:
+        results["upload"] = {"detail": out}
+        return
+    syn = out[headline]
     results["upload"] = {
         "detail": out, "ours_setting": f"{DEFAULT_WORKERS[0]}x{DEFAULT_WORKERS[1]}",
         "ours_s": syn["ours_s"], "rclone_copy_s": syn["rclone_copy_s"], "boto3_single_s": syn["boto3_single_s"],
@@ -329,38 +335,6 @@ def set_ours(results: dict, ours: str) -> None:
     })
 
 
-def vllm_start(source_dir: Path, prefix: str, extra: tuple[str, ...] = ()) -> tuple[float, float | None]:
-    """Start our vLLM image on /models from ``source_dir``; (seconds to ready, 'Loading weights took')."""
-    client = docker.from_env()
-    port = _free_port()
-    start = time.monotonic()
-    c = client.containers.run(VLLM_IMAGE, ["--model", f"/models/{prefix}", "--served-model-name", "m",
-                                           "--dtype", "float32", "--max-model-len", "512", "--enforce-eager",
-                                           *extra],
-                              detach=True, shm_size="2g", environment={"VLLM_CPU_KVCACHE_SPACE": "1"},
-                              ports={"8000/tcp": ("127.0.0.1", port)},
-                              volumes={str(source_dir): {"bind": "/models", "mode": "ro"}})
-    try:
-        while True:
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/v1/models", timeout=2) as r:
-                    if b'"m"' in r.read():
-                        break
-            except OSError:
-                pass
-            c.reload()
-            if c.status != "running":
-                raise RuntimeError(c.logs(tail=30).decode())
-            if time.monotonic() - start > 900:
-                raise RuntimeError("vLLM not ready in 900 s")
-            time.sleep(0.5)
-        ready = time.monotonic() - start
-        m = re.search(r"Loading weights took ([0-9.]+) seconds", c.logs().decode(errors="replace"))
-        return ready, float(m.group(1)) if m else None
-    finally:
-        c.remove(force=True)
-
-
 def _free_port() -> int:
     import socket
 
@@ -370,43 +344,78 @@ def _free_port() -> int:
 
 
 def bench_vllm(server: Server, ours: str, results: dict) -> None:
-    """vLLM's own "Loading weights took" (and seconds to ready): the model on local disk against
-    the same model through our mount, cold (fresh mount, empty VFS cache, page cache dropped) and
-    warm (a restart: the mount's cache full, page cache dropped), interleaved, SAMPLES rounds."""
-    bucket = "up-real-model"
-    mnt, cache = WORK / "mnt-vllm", WORK / "mount-cache-vllm"
-    loads: dict[str, list] = {}
+    """vLLM's own model load of SmolLM2 per read path (bench.weights): local disk, our mount cold and
+    warm, and the Run:ai Model Streamer from the bucket, interleaved, SAMPLES rounds."""
+    from bench import weights
 
-    def start(where: str, warm: bool = False) -> Callable[[], float]:
-        def run() -> float:
-            if where == "local":
-                drop_caches()
-                ready, load = vllm_start(MODEL.parent, MODEL.name)
-            else:
-                mount(server, bucket, mnt, MOUNT_VARIANTS[ours], cache)
-                try:
-                    if warm:
-                        vllm_start(mnt, "m")         # fills the mount's cache
-                    drop_caches()
-                    ready, load = vllm_start(mnt, "m")
-                finally:
-                    unmount(mnt)
-            loads.setdefault(f"{where}{':warm' if warm else ''}:ready", []).append(ready)
-            if load is None:
-                raise RuntimeError("vLLM did not log 'Loading weights took'")
-            return load
-        return run
-
-    got = stats.interleaved({"local": start("local"), "mount:cold": start("mount"),
-                             "mount:warm": start("mount", warm=True)})
-    ready = {k: stats.Samples(v).summary(1) for k, v in loads.items()}
-    results["load"]["vllm"] = {"load_s": {k: v.summary(2) for k, v in got.items()}, "ready_s": ready}
+    got = weights.bench_paths(server, MOUNT_VARIANTS[ours], MODEL, "up-real-model", weights.SMALL_ARGS)
+    results["load"]["vllm"] = got
     results["load"].update({
-        "vllm_load_ratio_vs_local": stats.ratio(got["mount:cold"], got["local"]).summary(),
-        "vllm_warm_load_ratio_vs_local": stats.ratio(got["mount:warm"], got["local"]).summary(),
-        "vllm_ready_s": ready["mount:ready"], "vllm_load_s": got["mount:cold"].summary(2),
-        "vllm_local_load_s": got["local"].summary(2)})
-    log(f"vllm load through the mount / local: {results['load']['vllm_load_ratio_vs_local']}")
+        "vllm_load_ratio_vs_local": got["mount_ratio_vs_local"],
+        "vllm_warm_load_ratio_vs_local": got["mount_warm_ratio_vs_local"],
+        "streamer_load_ratio_vs_local": got["streamer_ratio_vs_local"],
+        "streamer_load_ratio_vs_mount": got["streamer_ratio_vs_mount"],
+        "vllm_ready_s": got["ready_s"]["mount:cold"], "vllm_load_s": got["load_s"]["mount:cold"],
+        "vllm_local_load_s": got["load_s"]["local"], "streamer_load_s": got["load_s"]["streamer"]})
+    log(f"vllm load through the mount / local: {results['load']['vllm_load_ratio_vs_local']}; "
+        f"streamer / local: {results['load']['streamer_load_ratio_vs_local']}")
+
+
+def bench_big(server: Server, ours: str, results: dict) -> None:
+    """The 3.4 GB model (bench.big_model): upload against rclone copy, and vLLM's load per read path."""
+    from bench import big_model, weights
+
+    model = big_model.build(big_model.cache_dir() / big_model.NAME, big_model.cache_dir() / big_model.SMOLLM2)
+    part: dict = {}
+    bench_upload(server, {"big-model": model}, part, headline=None)
+    got = weights.bench_paths(server, MOUNT_VARIANTS[ours], model, "up-big-model", weights.BIG_ARGS,
+                              streamer_variants={"streamer": {}, "streamer-c4": {"RUNAI_STREAMER_CONCURRENCY": "4"}})
+    results["big"] = {"model": model.name, "upload": part["upload"]["detail"]["big-model"], "load": got}
+    log(f"big model: upload ratio {part['upload']['detail']['big-model']['ratio_vs_rclone']}, "
+        f"load {got['load_s']}")
+    results["big"]["stack"] = bench_big_stack(model, weights.BIG_FIELDS, server.server.kind,
+                                              results.get("preview", {}).get("noop_s"))
+    log(f"big model stack: {results['big']['stack']}")
+
+
+def bench_big_stack(model: Path, fields: dict, kind: str, quick_preview_s: float | None) -> dict:
+    """The 3.4 GB model through the program, single samples: `up` from an empty stack (upload, mount,
+    cold load, first completion), a no-op preview (against the quick run's, a 1 GiB model), then a
+    model change each way: to ``loadFormat: runai_streamer`` (the container replaced, the weights
+    streamed from the bucket) and back to the mount (its VFS cache from the first `up` still on disk:
+    a warm restart)."""
+    from tests.pulumi_cli import Stack
+
+    stack = Stack(ROOT, f"bench-big-{secrets.token_hex(3)}")
+    stack.init()
+    keys = {"rustfsAccessKey": f"bench-{secrets.token_hex(8)}", "rustfsSecretKey": secrets.token_urlsafe(18)}
+    m = {"name": "big", "source": str(model), "prefix": "big", "port": _free_port(), "kvCacheSpaceGib": 1, **fields}
+    cfg = {"environment": "test", "namePrefix": stack.name, **stack_settings(kind), "rustfsPort": _free_port(),
+           "bindAddress": "127.0.0.1", "mountPath": f"/mnt/{stack.name}",
+           "mountCacheDir": str(WORK / "stack-big-cache"), "vllmImage": VLLM_IMAGE, "vllmReadyTimeout": 1500}
+
+    def configure(load_format: str) -> None:
+        stack.write_config({**cfg, "models": [{**m, "loadFormat": load_format}]})
+        for k, v in keys.items():
+            stack.set(k, v, secret=True)
+    try:
+        configure("mount")
+        drop_caches()
+        stack.run("up", "--yes", "--skip-preview", label="up")
+        stack.run("preview", "--expect-no-changes", label="noop_preview")
+        for load_format, label in (("runai_streamer", "to_streamer"), ("mount", "to_mount")):
+            configure(load_format)
+            drop_caches()
+            stack.run("up", "--yes", "--skip-preview", label=label)
+        t = stack.timings
+        return {"up_s": t["up"], "preview_noop_s": t["noop_preview"],
+                "preview_ratio_vs_quick": round(t["noop_preview"] / quick_preview_s, 2) if quick_preview_s else None,
+                "change_to_streamer_s": t["to_streamer"], "change_to_mount_warm_s": t["to_mount"],
+                "streamer_ratio_vs_mount_warm": round(t["to_streamer"] / t["to_mount"], 2),
+                "weights_bytes": sum(p.stat().st_size for p in model.glob("*.safetensors"))}
+    finally:
+        _drop_stack(stack)
+        shutil.rmtree(WORK / "stack-big-cache", ignore_errors=True)
 
 
 # ------------------------------------------------------------------------------- stack: up, preview
@@ -459,12 +468,17 @@ def bench_stack(full: bool, results: dict, program: Path = ROOT, label: str = "s
         results["upload"]["noop_s"] = round(t_manifest, 3)
         log(f"{label}: up {results['up']}, preview {results['preview']}")
     finally:
-        stack.run("destroy", "--yes", "--skip-preview", check=False)
-        stack.remove()
-        try:
-            docker.from_env().volumes.get(f"{stack.name}-data").remove(force=True)
-        except docker.errors.NotFound:
-            pass
+        _drop_stack(stack)
+
+
+def _drop_stack(stack) -> None:
+    """Destroy a bench stack, remove it and its data volume."""
+    stack.run("destroy", "--yes", "--skip-preview", check=False)
+    stack.remove()
+    try:
+        docker.from_env().volumes.get(f"{stack.name}-data").remove(force=True)
+    except docker.errors.NotFound:
+        pass
 
 
 def bench_before(full: bool, ref: str, results: dict, kind: str) -> None:
@@ -504,6 +518,9 @@ def main() -> None:
                     help="rustfs: real RustFS (local build); standin: rclone serve s3 (not RustFS)")
     ap.add_argument("--full", action="store_true", help="4 GiB synthetic set and a 5 GiB model for preview")
     ap.add_argument("--skip-vllm", action="store_true", help="leave out the vLLM load comparison")
+    ap.add_argument("--skip-big", action="store_true", help="leave out the 3.4 GB model (bench.big_model)")
+    ap.add_argument("--big-only", action="store_true",
+                    help="only the 3.4 GB model's upload and loads, added to results-<server>.json as big")
     ap.add_argument("--load-only", action="store_true",
                     help="only the mount read comparison, into results-<server>-load.json")
     ap.add_argument("--stack-only", action="store_true", help="only the stack part (up, no-op up, no-op preview)")
@@ -537,6 +554,20 @@ def main() -> None:
         log(f"preview: {results['preview']}")
         return
     WORK.mkdir(parents=True, exist_ok=True)
+    if args.big_only:
+        out = ROOT / "bench" / f"results-{args.server}.json"
+        results = json.loads(out.read_text()) if out.exists() else {}
+        server = Server(WORK / "s3data", args.server)
+        try:
+            bench_big(server, results.get("load", {}).get("ours_variant", CURRENT_DEFAULT), results)
+        finally:
+            server.stop()
+            shutil.rmtree(WORK / "s3data", ignore_errors=True)
+        results["big"]["machine_load"] = stats.LOAD.summary()
+        results["noisy"] = noisy(results)
+        out.write_text(json.dumps(results, indent=2))
+        table(results)
+        return
     results: dict = {"mode": "full" if args.full else "quick", "started": time.strftime("%Y-%m-%dT%H:%M:%S"),
                      "server": SERVERS[args.server]}
     total = (4 if args.full else 1) * 2**30
@@ -567,6 +598,8 @@ def main() -> None:
             ours = bench_load(server, synthetic, results)
             if not args.skip_vllm:
                 bench_vllm(server, ours, results)
+                if not args.skip_big:
+                    bench_big(server, ours, results)
         finally:
             server.stop()
             shutil.rmtree(WORK / "s3data", ignore_errors=True)
@@ -621,6 +654,8 @@ def table(r: dict) -> None:
         ("load.warm_ratio_vs_local", ld["warm_ratio_vs_local"], "target >= 0.8"),
         ("load.vllm_load_ratio_vs_local", ld.get("vllm_load_ratio_vs_local"), "target <= 1.2 (mount / local)"),
         ("load.vllm_warm_load_ratio_vs_local", ld.get("vllm_warm_load_ratio_vs_local"), "a restart, mount cache warm"),
+        ("load.streamer_load_ratio_vs_local", ld.get("streamer_load_ratio_vs_local"), "Run:ai streamer / local"),
+        ("load.streamer_load_ratio_vs_mount", ld.get("streamer_load_ratio_vs_mount"), "streamer / mount (cold)"),
         ("up.total_s", r.get("up", {}).get("total_s"), "empty -> first completion"),
         ("up.noop_s", r.get("up", {}).get("noop_s"), "pulumi up with nothing changed"),
     ]
@@ -632,6 +667,16 @@ def table(r: dict) -> None:
             print(f"{k:36} {v['median']:>8} {v['min']:>8} {v['max']:>8}  {flag}{note}")
         else:
             print(f"{k:36} {str(v):>8} {'':>8} {'':>8}  {note}")
+    for label, paths in (("SmolLM2 (538 MB)", ld.get("vllm")), ("big model (3.4 GB)", r.get("big", {}).get("load"))):
+        if paths:
+            print(f"vLLM load, {label}: " + ", ".join(
+                f"{k} {v['median']} s ({paths['load_mb_per_s'][k]} MB/s)" for k, v in paths["load_s"].items())
+                + f"; streamer/local {paths['streamer_ratio_vs_local']['median']}, "
+                  f"mount/local {paths['mount_ratio_vs_local']['median']}")
+    if r.get("big"):
+        b = r["big"]["upload"]
+        print(f"big model upload: ours {b['ours_s']['median']} s, rclone copy {b['rclone_copy_s']['median']} s, "
+              f"ratio {b['ratio_vs_rclone']['median']} (spread {b['ratio_vs_rclone']['spread']})")
     for name, v in ld.get("variants", {}).items():
         c, w = v["cold_ratio_vs_ranged_get"], v["warm_ratio_vs_local"]
         print(f"  mount {name:28} cold {c['median']:>5} (spread {c['spread']:.2f})  warm {w['median']:>5} "

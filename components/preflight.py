@@ -6,7 +6,8 @@ configuration and the probes that look at the machines (``Probes``; the real one
 - an https endpoint whose certificate the CA bundle (or the system) does not trust;
 - remote hosts that cannot be logged in to, or lack what serving needs;
 - this machine: no FUSE, local-only images missing, a volume of the other S3 server's format,
-  ports another process listens on, a KV cache larger than its memory;
+  ports another process listens on, a KV cache larger than its memory, a model streamed from the
+  bucket (``loadFormat: runai_streamer``) whose vLLM image lacks the Run:ai Model Streamer;
 - GPUs asked for (``vllmGpus``, ``hosts[].gpus`` or ``models[].gpus``) on a Docker host that cannot
   give containers GPUs: no NVIDIA runtime, no CDI GPU device, and no NVIDIA container hook for
   `--gpus` (dockerd registers its ``nvidia`` device driver only when ``nvidia-container-runtime-hook``,
@@ -21,6 +22,7 @@ from __future__ import annotations
 from typing import Mapping, Optional, Protocol, Sequence
 
 from components.hosts import machine, ssh
+from components.serving import streamer
 from components.storage import tls
 from components.config.schema import NAMESPACE
 from components.config.spec import HostSpec, StackConfig
@@ -34,6 +36,7 @@ class Probes(Protocol):
     def port_in_use(self, address: str, port: int) -> bool: ...
     def memory_bytes(self) -> int: ...
     def image_present(self, image: str) -> Optional[bool]: ...     # None: cannot tell (or pulled by up)
+    def image_has_module(self, image: str, module: str) -> Optional[bool]: ...   # None: cannot tell
     def fuse_available(self) -> bool: ...
     def volume_format(self, name: str) -> Optional[str]: ...
     def tls_problem(self, endpoint: str, ca_bundle: str) -> Optional[str]: ...
@@ -49,6 +52,7 @@ class Machines:
         self.cfg, self.hosts = cfg, {h.name: h for h in hosts}
         self._in_use = machine.port_checker(cfg.stack)
         self.memory_bytes, self.image_present = machine.memory_bytes, machine.image_present
+        self.image_has_module = machine.image_has_module
         self.fuse_available, self.volume_format = machine.fuse_available, machine.volume_format
 
     def port_in_use(self, address: str, port: int) -> bool:
@@ -118,11 +122,27 @@ def this_machine(cfg: StackConfig, probes: Probes) -> list[str]:
             bad("rustfsVolume", cfg.rustfs_volume,
                 "a volume the rclone serve s3 stand-in can use: this one holds RustFS's own data format; "
                 "set a new rustfsVolume (the old volume and its data are kept)")
+    out += streamer_problems(cfg, probes)
     for m in cfg.models:
         if m.kv_cache_space_gib is not None and m.kv_cache_space_gib * 2**30 > probes.memory_bytes():
             bad(f"models[{m.name}].kvCacheSpaceGib", m.kv_cache_space_gib,
                 f"at most this machine's memory, {probes.memory_bytes() / 2**30:.1f} GiB")
     return out + port_problems(cfg, probes)
+
+
+def streamer_problems(cfg: StackConfig, probes: Probes) -> list[str]:
+    """A streamed model whose vLLM image (on this machine's hosts) has no Run:ai Model Streamer S3
+    backend: vLLM would fail at start, after the upload. Remote hosts' images are not asked."""
+    out: list[str] = []
+    for h in cfg.hosts:
+        streamed = [m for m in cfg.models if h.name in m.hosts and m.load_format == streamer.LOAD_FORMAT]
+        if h.local and streamed and probes.image_has_module(h.vllm_image, streamer.MODULE) is False:
+            out += [f"{NAMESPACE}:models[{m.name}].loadFormat = {m.load_format!r} is invalid: a loader the vLLM "
+                    f"image has: {h.vllm_image} lacks the Run:ai Model Streamer's S3 backend (Python module "
+                    f"{streamer.MODULE}; the official vllm/vllm-openai-cpu image does not ship it). Install "
+                    "runai-model-streamer and runai-model-streamer-s3 of one version in the image (the local "
+                    "image of scripts/build-images has them), or use loadFormat: mount" for m in streamed]
+    return out
 
 
 def port_problems(cfg: StackConfig, probes: Probes) -> list[str]:

@@ -32,6 +32,7 @@ from components.hosts.types import Host, hosts_of
 from components.storage.model_upload import ModelUpload, ModelUploadArgs
 from components.mounting.mounts import MountCache, MountCacheArgs, MountRoot, MountRootArgs, RcloneMount, RcloneMountArgs, remote_name
 from components.storage.s3_server import S3Server, S3ServerArgs
+from components.serving import streamer
 from components.serving.smoke import SmokeTest, SmokeTestArgs
 from components.stack_outputs import exports
 from components.serving.vllm import VllmServer, VllmServerArgs
@@ -124,34 +125,50 @@ class ServingStack(pulumi.ComponentResource):
         self.servers[host.name], self.smoke[host.name] = {}, {}
         for m in cfg.models_on(host.name):
             upload = self.uploads[m.name]
+            if m.load_format == streamer.LOAD_FORMAT:   # read from the bucket: no mount, after its upload
+                pulumi.log.info(f"models[{m.name}] on {host.name}: weights streamed from "
+                                f"{streamer.model_url(cfg.bucket, m.prefix)} by the Run:ai Model Streamer "
+                                "(loadFormat runai_streamer; no mount)")
+                self._add_server(host, m, self._server(host, m, image, on_docker, [upload], access_key, secret_key))
+                continue
             mount = RcloneMount(f"{p}mount-{m.prefix}", RcloneMountArgs(
                 remote=remote_name(cfg.name_prefix), endpoint=host.spec.s3_endpoint, bucket=self.bucket.name,
                 prefix=m.prefix, access_key=access_key, secret_key=secret_key, root=host.spec.mount_path,
                 cache_dir=os.path.join(host.spec.mount_cache_dir, m.prefix), flags=cfg.mount_flags,
                 manifest=upload.manifest, revision=upload.revision, ca_bundle=cfg.ca_bundle, host=host),
                 pulumi.ResourceOptions(parent=self, depends_on=[root, cache]))
-            server = self._server(host, m, image, on_docker, [root, mount])
-            self.servers[host.name][m.name] = server
-            if cfg.smoke_test:
-                self.smoke[host.name][m.name] = SmokeTest(f"{p}smoke-{m.prefix}", SmokeTestArgs(
-                    base_url=server.base_url, model=m.name, container_id=server.container_id,
-                    prompt=cfg.smoke_prompt, max_tokens=cfg.smoke_max_tokens,
-                    api_key=pulumi.Output.secret(cfg.vllm_api_key)),
-                    pulumi.ResourceOptions(parent=self, depends_on=[server.ready]))
+            self._add_server(host, m, self._server(host, m, image, on_docker, [root, mount]))
+
+    def _add_server(self, host: Host, m: ModelSpec, server: VllmServer) -> None:
+        """Keep ``server`` as ``m``'s on ``host``, with its smoke completion once it answers."""
+        cfg = self.cfg
+        self.servers[host.name][m.name] = server
+        if cfg.smoke_test:
+            self.smoke[host.name][m.name] = SmokeTest(f"{host.prefix}smoke-{m.prefix}", SmokeTestArgs(
+                base_url=server.base_url, model=m.name, container_id=server.container_id,
+                prompt=cfg.smoke_prompt, max_tokens=cfg.smoke_max_tokens,
+                api_key=pulumi.Output.secret(cfg.vllm_api_key)),
+                pulumi.ResourceOptions(parent=self, depends_on=[server.ready]))
 
     def _server(self, host: Host, m: ModelSpec, image: docker.RemoteImage, on_docker: pulumi.ResourceOptions,
-                after: list[pulumi.Resource]) -> VllmServer:
-        """The model's vLLM container on ``host``, reading its mount; GPUs from the model, the host or the stack."""
+                after: list[pulumi.Resource], access_key: pulumi.Input[str] = "",
+                secret_key: pulumi.Input[str] = "") -> VllmServer:
+        """The model's vLLM container on ``host``, reading its mount (or streaming from the bucket, given
+        the keys); GPUs from the model, the host or the stack."""
         cfg = self.cfg
         gpus = m.gpus if m.gpus is not None else host.spec.gpus if host.spec.gpus is not None else cfg.vllm_gpus
+        streamed = m.load_format == streamer.LOAD_FORMAT
+        stream = dict(load_format=m.load_format, s3_endpoint=host.spec.s3_endpoint, access_key=access_key,
+                      secret_key=secret_key, ca_bundle=cfg.ca_bundle) if streamed else {}
         return VllmServer(f"{host.prefix}vllm-{m.prefix}", VllmServerArgs(
             stack=cfg.stack, container_name=f"{cfg.name_prefix}-vllm-{m.prefix.lower()}", image_id=image.image_id,
-            model_dir=f"/models/{m.prefix}", served_name=m.name, dtype=m.dtype, max_model_len=m.max_model_len,
+            model_dir=streamer.model_url(cfg.bucket, m.prefix) if streamed else f"/models/{m.prefix}",
+            served_name=m.name, dtype=m.dtype, max_model_len=m.max_model_len,
             port=m.port, mount_path=host.spec.mount_path, revision=self.uploads[m.name].revision,
             bind_address=host.spec.bind_address, gpu_memory_utilization=m.gpu_memory_utilization,
             kv_cache_space_gib=m.kv_cache_space_gib, extra_args=m.extra_args, env={**cfg.vllm_env, **m.env},
             api_key=pulumi.Output.secret(cfg.vllm_api_key), has_api_key=bool(cfg.vllm_api_key),
             shm_size=cfg.vllm_shm_size, gpus=gpus, restart=cfg.vllm_restart, ready_timeout=cfg.vllm_ready_timeout,
-            **host.readiness()),
+            **host.readiness(), **stream),
             pulumi.ResourceOptions(parent=self, depends_on=after,
                                    providers=[on_docker.provider] if on_docker.provider else None))

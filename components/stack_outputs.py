@@ -37,12 +37,19 @@ def _prefix(stack: "ServingStack", name: str) -> str:
     return f"s3://{stack.cfg.bucket}/{stack.uploads[name].prefix_value}/"
 
 
+def weights(stack: "ServingStack", name: str) -> str:
+    """How the model's vLLM reads its weights: ``mount`` (its read-only rclone mount) or
+    ``runai_streamer`` (streamed from its prefix in the bucket)."""
+    return next(m.load_format for m in stack.cfg.models if m.name == name)
+
+
 def _one_host(stack: "ServingStack") -> dict[str, Any]:
     cfg, first = stack.cfg, stack.cfg.models[0]
     servers = stack.servers[cfg.hosts[0].name]
     out: dict[str, Any] = {
         "models": {name: {"base_url": s.base_url, "served_name": s.served_name, "metrics_url": metrics(s.base_url),
-                          "prefix": _prefix(stack, name)} for name, s in servers.items()},
+                          "prefix": _prefix(stack, name), "load_format": weights(stack, name)}
+                   for name, s in servers.items()},
         "curl": curl(stack, servers[first.name].base_url, first.name)}
     if cfg.smoke_test:
         out["smoke_completions"] = {name: t.text for name, t in stack.smoke[cfg.hosts[0].name].items()}
@@ -54,7 +61,8 @@ def _hosts(stack: "ServingStack") -> dict[str, Any]:
     url = lambda h, m: stack.servers[h][m].base_url  # noqa: E731
     out: dict[str, Any] = {
         "models": {m.name: {
-            "served_name": m.name, "prefix": _prefix(stack, m.name), "hosts": list(m.hosts),
+            "served_name": m.name, "prefix": _prefix(stack, m.name), "load_format": m.load_format,
+            "hosts": list(m.hosts),
             "base_urls": [url(h, m.name) for h in m.hosts],
             "metrics_urls": [metrics(url(h, m.name)) for h in m.hosts],
             "curls": {h: curl(stack, url(h, m.name), m.name) for h in m.hosts},

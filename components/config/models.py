@@ -56,13 +56,18 @@ def _model(r: Reader, i: int, m: Mapping[str, Any], project_dir: str, hosts: lis
         if a.split("=")[0] in RESERVED_VLLM_FLAGS:
             r.bad(f"{key}.extraArgs", a, f"no flag this program sets itself ({', '.join(RESERVED_VLLM_FLAGS)}); "
                                          "use the model's fields or vllmApiKey")
+    load_format = r.field(FIELD["loadFormat"], m, key)
+    if load_format == "runai_streamer":
+        for a in extra:
+            if a.split("=")[0] == "--load-format":
+                r.bad(f"{key}.extraArgs", a, "no --load-format with loadFormat: runai_streamer (it sets it)")
     from components.config.load import env_map
 
     return ModelSpec(name=name, source=source, prefix=prefix, port=port, max_model_len=max_len,
                      dtype=r.field(FIELD["dtype"], m, key), gpu_memory_utilization=gmu, kv_cache_space_gib=kv,
                      extra_args=tuple(extra), env=env_map(r, f"{key}.env", m.get("env", {})),
                      gpus=r.field(FIELD["gpus"], m, key), hosts=tuple(on),
-                     balancer_port=r.field(FIELD["balancerPort"], m, key))
+                     balancer_port=r.field(FIELD["balancerPort"], m, key), load_format=load_format)
 
 
 def _source(r: Reader, key: str, m: Mapping[str, Any], project_dir: str) -> tuple[str, bool]:

@@ -24,6 +24,9 @@ S3_SERVERS = ("rustfs", "rclone-serve-s3", "external")
 ENVIRONMENTS = ("dev", "test", "production")
 RESTART_POLICIES = ("no", "always", "on-failure", "unless-stopped")
 DTYPES = ("auto", "float32", "float16", "bfloat16", "half", "float")
+# How vLLM reads a model's weights: through its read-only rclone mount (the guide), or streamed
+# straight from the bucket by the Run:ai Model Streamer (vLLM --load-format runai_streamer).
+LOAD_FORMATS = ("mount", "runai_streamer")
 # rclone mount flags used when mountFlags is not set: the best overall of the variants `make bench`
 # compares (synthetic sequential and shuffled-mmap reads, cold and warm, plus vLLM's own weight
 # load, cold and warm); see docs/PERFORMANCE.md. The cache keeps the weights on local disk (in
@@ -198,6 +201,8 @@ MODEL_FIELDS: tuple[Key, ...] = (
         "the hosts it runs on, default all", items=str),
     Key("balancerPort", int, None, PORT + " on this machine",
         "an entry point on this machine spreading the model over its hosts", lo=1, hi=65535),
+    Key("loadFormat", str, "mount", f"one of {', '.join(LOAD_FORMATS)}",
+        "how vLLM reads the weights: its read-only mount, or streamed from the bucket", choices=LOAD_FORMATS),
 )
 
 HOST_FIELDS: tuple[Key, ...] = (

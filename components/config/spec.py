@@ -58,6 +58,7 @@ class ModelSpec:
     gpus: Optional[str] = None                               # None: vllmGpus
     hosts: tuple[str, ...] = ()                              # the hosts it runs on (names)
     balancer_port: Optional[int] = None                      # entry point over its hosts (Balancer)
+    load_format: str = "mount"                               # "mount" or "runai_streamer" (streamed from S3)
 
 
 @dataclass(frozen=True)

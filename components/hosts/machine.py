@@ -1,7 +1,8 @@
 """Looks at this host during preview: listening ports, memory, local-only images, FUSE, the mount.
 
 Read-only, and through the `docker` CLI only (containers, images and volumes are declared with
-pulumi-docker; nothing here creates or changes anything).
+pulumi-docker; nothing here creates or changes anything, but for the throwaway container, removed
+and without a network, that asks an image whether it has a Python module).
 """
 from __future__ import annotations
 
@@ -75,6 +76,23 @@ def image_present(image: str) -> Optional[bool]:
     if proc.returncode == 0:
         return True
     return False if b"No such image" in proc.stderr or b"not found" in proc.stderr.lower() else None
+
+
+FIND_MODULE = "import importlib.util, sys; sys.exit(0 if importlib.util.find_spec(sys.argv[1]) else 3)"
+
+
+def image_has_module(image: str, module: str) -> Optional[bool]:
+    """Whether ``image``'s ``python3`` can import ``module`` (found, not imported): None when the image
+    is not here (`up` pulls it), Docker does not answer, or the image has no python3."""
+    try:
+        if subprocess.run(["docker", "image", "inspect", image], capture_output=True, timeout=20,
+                          check=False).returncode != 0:
+            return None
+        proc = subprocess.run(["docker", "run", "--rm", "--network", "none", "--entrypoint", "python3", image,
+                               "-c", FIND_MODULE, module], capture_output=True, timeout=60, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return {0: True, 3: False}.get(proc.returncode)
 
 
 def volume_format(name: str) -> Optional[str]:

@@ -12,6 +12,10 @@ readiness wait from this host until ``/v1/models`` lists the model. The model's 
 new weights replace the container (vLLM loads them at start); nothing about the mount does. An API key
 reaches vLLM as a secret file: a ``--config`` YAML file uploaded into the container (vLLM reads
 its options from it), never argv or environment, so ``docker inspect`` shows no key.
+
+A model with ``loadFormat: runai_streamer`` is given its prefix in the bucket instead of the mount
+(``--model s3://<bucket>/<prefix>/ --load-format runai_streamer``), its keys as a secret file, and the
+host's network: components.serving.streamer.
 """
 from __future__ import annotations
 
@@ -23,7 +27,7 @@ from typing import Mapping, Optional, Sequence
 import pulumi
 import pulumi_docker as docker
 
-from components.serving import secret_files
+from components.serving import secret_files, streamer
 from components.serving.readiness import ReadinessWait, ReadinessWaitArgs
 from components.storage.s3_server import labels
 
@@ -56,6 +60,15 @@ class VllmServerArgs:
     address: str = ""                 # where this machine reaches the published port ("" = from bind_address)
     docker_host: str = ""             # a remote host's Docker (ssh://...), for the readiness wait's CLI
     ssh_bin: str = ""
+    load_format: str = "mount"        # or "runai_streamer": model_dir is then s3://<bucket>/<prefix>/
+    s3_endpoint: str = ""             # the streamer's: the host's view of the S3 endpoint
+    access_key: pulumi.Input[str] = ""
+    secret_key: pulumi.Input[str] = ""
+    ca_bundle: str = ""
+
+    @property
+    def streamed(self) -> bool:
+        return self.load_format == streamer.LOAD_FORMAT
 
 
 def vllm_argv(args: VllmServerArgs) -> list[str]:
@@ -65,6 +78,8 @@ def vllm_argv(args: VllmServerArgs) -> list[str]:
         argv += ["--gpu-memory-utilization", f"{args.gpu_memory_utilization:g}"]
     if args.has_api_key:
         argv += ["--config", API_KEY_CONFIG]
+    if args.streamed:
+        argv += streamer.argv(args.bind_address, args.port)
     return argv + list(args.extra_args)
 
 
@@ -95,21 +110,25 @@ class VllmServer(pulumi.ComponentResource):
         super().__init__("rustfs-vllm:serving:VllmServer", name, None, opts)
         api_key = pulumi.Output.secret(args.api_key)
         env = {**dict(args.env),
-               **({"VLLM_CPU_KVCACHE_SPACE": f"{args.kv_cache_space_gib:g}"} if args.kv_cache_space_gib else {})}
-        uploads = None
-        if args.has_api_key:
-            uploads = pulumi.Output.secret(api_key.apply(lambda k: [docker.ContainerUploadArgs(
-                file=API_KEY_CONFIG, content=f"api-key: {json.dumps(k)}\n", permissions="0444")]))
+               **({"VLLM_CPU_KVCACHE_SPACE": f"{args.kv_cache_space_gib:g}"} if args.kv_cache_space_gib else {}),
+               **(streamer.env(args.s3_endpoint, bool(args.ca_bundle)) if args.streamed else {})}
+        uploads = _uploads(args, api_key)
         self.container = docker.Container(f"{name}-container", docker.ContainerArgs(
             name=args.container_name,
             image=args.image_id,
             command=vllm_argv(args),
             envs=[f"{k}={v}" for k, v in sorted(env.items())],
             uploads=uploads,
-            labels=labels(args.stack, "vllm", model=args.served_name, revision=args.revision),
-            ports=[docker.ContainerPortArgs(internal=8000, external=args.port, ip=args.bind_address)],
-            mounts=[docker.ContainerMountArgs(type="bind", source=args.mount_path, target="/models", read_only=True,
-                                              bind_options=docker.ContainerMountBindOptionsArgs(propagation="rslave"))],
+            # a host-network container publishes nothing: its port is named in a label (preflight's own ports)
+            labels=labels(args.stack, "vllm", model=args.served_name, revision=args.revision,
+                          **({"ports": str(args.port)} if args.streamed else {})),
+            # a streamed model reads the bucket, not the mount, on the host's network (components.serving.streamer)
+            ports=None if args.streamed else [
+                docker.ContainerPortArgs(internal=8000, external=args.port, ip=args.bind_address)],
+            network_mode="host" if args.streamed else None,
+            mounts=None if args.streamed else [docker.ContainerMountArgs(
+                type="bind", source=args.mount_path, target="/models", read_only=True,
+                bind_options=docker.ContainerMountBindOptionsArgs(propagation="rslave"))],
             shm_size=shm_megabytes(args.shm_size),
             gpus=docker_gpus(args.gpus),
             restart=args.restart,
@@ -128,3 +147,16 @@ class VllmServer(pulumi.ComponentResource):
         self.container_id = self.container.id
         self.register_outputs({"base_url": self.base_url, "served_name": self.served_name,
                                "container_id": self.container_id})
+
+
+def _uploads(args: VllmServerArgs, api_key: pulumi.Output[str]) -> Optional[pulumi.Output[list]]:
+    """The secret files uploaded into the container: the API key's --config file, the streamer's keys."""
+    parts: list[pulumi.Output[list]] = []
+    if args.has_api_key:
+        parts.append(api_key.apply(lambda k: [docker.ContainerUploadArgs(
+            file=API_KEY_CONFIG, content=f"api-key: {json.dumps(k)}\n", permissions="0444")]))
+    if args.streamed:
+        parts.append(streamer.uploads(args.access_key, args.secret_key, args.ca_bundle))
+    if not parts:
+        return None
+    return pulumi.Output.secret(pulumi.Output.all(*parts).apply(lambda lists: [u for part in lists for u in part]))

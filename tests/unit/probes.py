@@ -17,6 +17,7 @@ class GivenProbes:
     in_use: tuple[int, ...] = ()
     memory: int = 24 * 2**30
     images: Callable[[str], Optional[bool]] = lambda image: None
+    modules: Callable[[str, str], Optional[bool]] = lambda image, module: None
     fuse: bool = True
     volume: Callable[[str], Optional[str]] = lambda name: None
     tls: Callable[[str, str], Optional[str]] = lambda endpoint, ca: None
@@ -31,6 +32,9 @@ class GivenProbes:
 
     def image_present(self, image: str) -> Optional[bool]:
         return self.images(image)
+
+    def image_has_module(self, image: str, module: str) -> Optional[bool]:
+        return self.modules(image, module)
 
     def fuse_available(self) -> bool:
         return self.fuse
