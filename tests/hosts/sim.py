@@ -28,7 +28,9 @@ REGISTRY = "127.0.0.1:5005"
 HOSTS = {"a": "127.0.0.2", "b": "127.0.0.3"}
 SSH_PORT = 2222
 SIM = ROOT / "tests" / "hosts" / "sim-hosts"
-CLIENT_KEY = Path(os.environ.get("SIM_HOSTS_DIR") or ROOT / ".state" / "sim-hosts") / "client_key"
+CACHE = Path(os.environ.get("RUSTFS_VLLM_CACHE") or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+             / "rustfs-vllm")
+CLIENT_KEY = Path(os.environ.get("SIM_HOSTS_DIR") or CACHE / "sim-hosts") / "client_key"   # as sim-hosts' BASE
 MOUNT_ROOT = "/mnt/rv-hosts"
 
 
