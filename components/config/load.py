@@ -14,7 +14,7 @@ import shutil
 from typing import Any, Mapping
 
 from components.storage import layout, tls
-from components.config import hosts as hosts_cfg, models as models_cfg
+from components.config import hosts as hosts_cfg, kube as kube_cfg, models as models_cfg
 from components.config.reader import Reader
 from components.config.schema import NAMESPACE
 from components.config.spec import DEFAULT_CREDENTIAL, ConfigError, HostSpec, ModelSpec, StackConfig
@@ -29,14 +29,23 @@ def load(raw: Mapping[str, Any], stack: str, project_dir: str) -> StackConfig:
     r = Reader(raw)
     v: dict[str, Any] = {"stack": stack, "state_dir": os.path.join(project_dir, ".state")}
     _names(r, v, stack)
+    v["kube"] = kube_cfg.parse(r, v) if r.value("target") == "kubernetes" else kube_cfg.unused(r)
     _storage(r, v, project_dir)
     _credentials(r, v)
     _mount(r, v)
     _serving(r, v)
     v["hosts"] = tuple(_hosts(r, v))
     _ssh_key(r, v)
-    v["models"] = tuple(models_cfg.parse(r, project_dir, list(v["hosts"])))
-    _ports(r, v)
+    v["models"] = tuple(models_cfg.parse(r, project_dir, list(v["hosts"]),
+                                         kube_cfg.NODE_PORT_BASE if v["kube"] else 8000))
+    if v["kube"]:
+        kube_cfg.check_models(r, v)
+    else:
+        _ports(r, v)
+        for m in v["models"]:
+            if m.replicas != 1:
+                r.bad(f"models[{m.name}].replicas", m.replicas, "1 with target: docker (one server per host; "
+                                                                "list more hosts, or use target: kubernetes)")
     if r.problems:
         raise ConfigError(r.problems)
     return StackConfig(**v)
@@ -56,7 +65,9 @@ def _storage(r: Reader, v: dict[str, Any], project_dir: str) -> None:
     v["rustfs_console_enable"] = r.value("rustfsConsoleEnable")
     v["rustfs_volume"] = r.value("rustfsVolume", f"{v['name_prefix']}-data")
     external = v["s3_server"] == "external"
-    endpoint = r.value("rustfsEndpoint", "" if external else f"http://127.0.0.1:{v['rustfs_port']}")
+    kube = v["kube"]
+    here = f"http://{kube.node_address}:{kube.s3_node_port}" if kube else f"http://127.0.0.1:{v['rustfs_port']}"
+    endpoint = r.value("rustfsEndpoint", "" if external else here)
     if external and not endpoint:
         r.bad("rustfsEndpoint", endpoint, "required when s3Server is external (e.g. http://rustfs.internal:9000)")
     elif not URL_RE.fullmatch(endpoint):
@@ -99,7 +110,7 @@ def _mount(r: Reader, v: dict[str, Any]) -> None:
     mount_path = r.value("mountPath", f"/mnt/{v['name_prefix']}")
     if not os.path.isabs(mount_path) or os.path.normpath(mount_path) in FORBIDDEN_MOUNT_ROOTS:
         r.bad("mountPath", mount_path, "an absolute path to a dedicated folder (not /, /mnt, /tmp, /var or /home)")
-    else:
+    elif not v["kube"]:   # on Kubernetes the mount root is on the nodes, not here
         problem = layout.mount_point_problem(mount_path)
         if problem:
             r.bad("mountPath", mount_path, problem)

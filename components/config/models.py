@@ -15,7 +15,8 @@ RESERVED_VLLM_FLAGS = ("--model", "--served-model-name", "--dtype", "--max-model
                        "--gpu-memory-utilization", "--port", "--host", "--api-key")
 
 
-def parse(r: Reader, project_dir: str, hosts: list[HostSpec]) -> list[ModelSpec]:
+def parse(r: Reader, project_dir: str, hosts: list[HostSpec], port_base: int = 8000) -> list[ModelSpec]:
+    """The models; ``port_base`` + index is a model's default port (a NodePort on Kubernetes)."""
     raw_models = r.value("models")
     if not raw_models:
         r.bad("models", raw_models, "a non-empty list of models, each with at least name and source")
@@ -26,12 +27,13 @@ def parse(r: Reader, project_dir: str, hosts: list[HostSpec]) -> list[ModelSpec]
             r.bad(f"models[{i}]", m, "an object with name, source and optional "
                                      + ", ".join(f.name for f in MODEL_FIELDS[2:]))
             continue
-        models.append(_model(r, i, m, project_dir, hosts))
+        models.append(_model(r, i, m, project_dir, hosts, port_base))
     _between(r, models)
     return models
 
 
-def _model(r: Reader, i: int, m: Mapping[str, Any], project_dir: str, hosts: list[HostSpec]) -> ModelSpec:
+def _model(r: Reader, i: int, m: Mapping[str, Any], project_dir: str, hosts: list[HostSpec],
+           port_base: int = 8000) -> ModelSpec:
     for unknown in sorted(set(m) - set(FIELD)):
         r.bad(f"models[{i}].{unknown}", m[unknown], f"a known field: {', '.join(sorted(FIELD))}")
     name = r.field(FIELD["name"], m, f"models[{i}]") or f"model{i}"
@@ -39,7 +41,7 @@ def _model(r: Reader, i: int, m: Mapping[str, Any], project_dir: str, hosts: lis
     prefix = r.field(FIELD["prefix"], m, key, name.split("/")[-1]) or f"invalid{i}"
     source, source_ok = _source(r, key, m, project_dir)
     on = _hosts(r, key, m, [h.name for h in hosts])
-    port = r.field(FIELD["port"], m, key, 8000 + i)
+    port = r.field(FIELD["port"], m, key, port_base + i)
     before = len(r.problems)
     max_len = r.field(FIELD["maxModelLen"], m, key)
     if source_ok and len(r.problems) == before:
@@ -67,7 +69,8 @@ def _model(r: Reader, i: int, m: Mapping[str, Any], project_dir: str, hosts: lis
                      dtype=r.field(FIELD["dtype"], m, key), gpu_memory_utilization=gmu, kv_cache_space_gib=kv,
                      extra_args=tuple(extra), env=env_map(r, f"{key}.env", m.get("env", {})),
                      gpus=r.field(FIELD["gpus"], m, key), hosts=tuple(on),
-                     balancer_port=r.field(FIELD["balancerPort"], m, key), load_format=load_format)
+                     balancer_port=r.field(FIELD["balancerPort"], m, key), load_format=load_format,
+                     replicas=r.field(FIELD["replicas"], m, key))
 
 
 def _source(r: Reader, key: str, m: Mapping[str, Any], project_dir: str) -> tuple[str, bool]:

@@ -27,6 +27,12 @@ DTYPES = ("auto", "float32", "float16", "bfloat16", "half", "float")
 # How vLLM reads a model's weights: through its read-only rclone mount (the guide), or streamed
 # straight from the bucket by the Run:ai Model Streamer (vLLM --load-format runai_streamer).
 LOAD_FORMATS = ("mount", "runai_streamer")
+# Where the stack serves: Docker hosts (this machine, or hosts over SSH), or a Kubernetes cluster.
+TARGETS = ("docker", "kubernetes")
+# A Kubernetes name (namespace): an RFC 1123 label.
+DNS_LABEL_RE = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
+QUANTITY_RE = re.compile(r"^[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|K|M|G|T)?$")
+NODE_PORT = "an integer NodePort 30000-32767"
 # rclone mount flags used when mountFlags is not set: the best overall of the variants `make bench`
 # compares (synthetic sequential and shuffled-mmap reads, cold and warm, plus vLLM's own weight
 # load, cold and warm); see docs/PERFORMANCE.md. The cache keeps the weights on local disk (in
@@ -90,6 +96,30 @@ def _bool(name: str, default: bool, description: str) -> Key:
 
 IMAGE = "a Docker image reference"
 KEYS: tuple[Key, ...] = (
+    _choice("target", "docker", TARGETS,
+            "docker (this machine, or the Docker hosts in hosts) or kubernetes (a cluster reached with kubeconfig: "
+            "RustFS as a StatefulSet, an rclone DaemonSet, one Deployment and Service per model)."),
+    _secret("kubeconfig", "", "a kubeconfig file's text (set it with --secret)",
+            "target kubernetes: the kubeconfig that reaches the cluster (set with --secret, e.g. pulumi config set "
+            "--secret kubeconfig < ~/.kube/config); required with target kubernetes."),
+    Key("kubeNamespace", str, COMPUTED, "a Kubernetes namespace name: lower-case letters, digits and '-', at most "
+        "63 characters", "target kubernetes: the namespace everything goes in (default <namePrefix> with '.' and "
+        "'_' as '-'); made when missing, kept by destroy (it holds RustFS's volume claim).", pattern=DNS_LABEL_RE),
+    Key("kubeNodeAddress", str, COMPUTED, "a host name or IP address of a cluster node this machine reaches",
+        "target kubernetes: where this machine reaches the cluster's NodePorts (the models' Services and RustFS's "
+        "S3 port); default the host of the kubeconfig's server."),
+    Key("kubeS3NodePort", int, 30900, NODE_PORT,
+        "target kubernetes with s3Server rustfs: the NodePort of RustFS's S3 Service (this machine uploads "
+        "through it).", lo=30000, hi=32767),
+    Key("kubeStorageClass", str, "", "a StorageClass name of the cluster",
+        "target kubernetes with s3Server rustfs: StorageClass of RustFS's volume claim (default: the cluster's "
+        "default class).", pattern=DNS_LABEL_RE, empty_ok=True),
+    Key("rustfsStorageSize", str, "20Gi", "a Kubernetes quantity such as 20Gi",
+        "target kubernetes with s3Server rustfs: size of RustFS's volume claim (kept by destroy).",
+        pattern=QUANTITY_RE),
+    Key("rcloneImage", str, "rustfs-vllm/rclone-mount:1.75.2", IMAGE,
+        "target kubernetes: image of the rclone DaemonSet that mounts each model on the nodes (rclone and "
+        "fusermount3; scripts/build-images builds rustfs-vllm/rclone-mount:<rclone version>)."),
     _choice("environment", "production", ENVIRONMENTS,
             "dev, test or production. Only dev accepts RustFS's default credentials (rustfsadmin)."),
     Key("namePrefix", str, COMPUTED, "lower-case letters, digits, '.', '_' or '-', at most 41 characters",
@@ -185,7 +215,8 @@ MODEL_FIELDS: tuple[Key, ...] = (
         "local Hugging Face folder (a snapshot in the Hugging Face cache works), required"),
     Key("prefix", str, COMPUTED, "one path segment of letters, digits, '.', '_' or '-' (no '/')",
         "default: last part of name", pattern=PREFIX_RE),
-    Key("port", int, COMPUTED, PORT, "default 8000+index", lo=1, hi=65535),
+    Key("port", int, COMPUTED, PORT, "default 8000+index; target kubernetes: its Service's NodePort "
+        "(30000-32767, default 30800+index)", lo=1, hi=65535),
     Key("maxModelLen", int, 256, "an integer >= 16", "default 256", lo=16),
     Key("dtype", str, "float32", f"one of {', '.join(DTYPES)}", "default float32", choices=DTYPES),
     Key("gpuMemoryUtilization", float, None, "a fraction in (0, 1] (on CPU: of the host's RAM)", "(0-1]",
@@ -201,6 +232,8 @@ MODEL_FIELDS: tuple[Key, ...] = (
         "the hosts it runs on, default all", items=str),
     Key("balancerPort", int, None, PORT + " on this machine",
         "an entry point on this machine spreading the model over its hosts", lo=1, hi=65535),
+    Key("replicas", int, 1, "an integer 1-64 (target kubernetes only)",
+        "target kubernetes: the model's Deployment replicas, spread over the nodes", lo=1, hi=64),
     Key("loadFormat", str, "mount", f"one of {', '.join(LOAD_FORMATS)}",
         "how vLLM reads the weights: its read-only mount, or streamed from the bucket", choices=LOAD_FORMATS),
 )

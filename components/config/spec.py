@@ -59,6 +59,19 @@ class ModelSpec:
     hosts: tuple[str, ...] = ()                              # the hosts it runs on (names)
     balancer_port: Optional[int] = None                      # entry point over its hosts (Balancer)
     load_format: str = "mount"                               # "mount" or "runai_streamer" (streamed from S3)
+    replicas: int = 1                                        # target kubernetes: the Deployment's replicas
+
+
+@dataclass(frozen=True)
+class KubeSpec:
+    """target kubernetes: the cluster and how this stack uses it."""
+    kubeconfig: str               # the kubeconfig's text (a secret)
+    namespace: str
+    node_address: str             # where this machine reaches NodePorts
+    s3_node_port: int             # RustFS's S3 Service NodePort (s3Server rustfs)
+    storage_class: str            # "" = the cluster's default StorageClass
+    storage_size: str             # RustFS's volume claim
+    rclone_image: str
 
 
 @dataclass(frozen=True)
@@ -99,6 +112,7 @@ class StackConfig:
     hosts: tuple[HostSpec, ...] = ()          # the serving hosts; one implicit local host by default
     ssh_private_key: str = ""                 # sshPrivateKey: reaches every remote host ("" = agent/~/.ssh)
     balancer_image: str = "nginx:1.22.1"      # balancerImage: the entry points' nginx
+    kube: Optional["KubeSpec"] = None          # target kubernetes: the cluster (None: Docker hosts)
 
     def model(self, name: str) -> ModelSpec:
         return next(m for m in self.models if m.name == name)

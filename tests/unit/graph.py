@@ -19,6 +19,7 @@ class Registered:
     inputs: dict[str, Any]          # secrets as rpc secret wrappers
     secret_outputs: list[str]
     provider: str = ""              # explicit provider reference (urn::id), "" for the default one
+    retain_on_delete: bool = False
 
     def plain(self, key: str) -> Any:
         return unwrap(self.inputs.get(key))
@@ -42,6 +43,10 @@ class Mocks(pulumi.runtime.Mocks):
         outs = dict(args.inputs)
         if args.typ == "docker:index/remoteImage:RemoteImage":
             outs["imageId"] = f"sha256:mock-{args.inputs['name']}"
+        if args.typ == "kubernetes:core/v1:Service":   # what the API server fills in
+            outs["spec"] = {**outs.get("spec", {}), "clusterIP": "10.96.0.10"}
+        if args.typ == "kubernetes:core/v1:Secret":
+            outs["metadata"] = {**outs.get("metadata", {}), "resourceVersion": "1"}
         if args.typ.endswith("dynamic/rustfs-vllm:Bucket"):
             outs["adopted"] = False
             return [args.inputs["bucket"], outs]  # the provider's id is the bucket name
@@ -62,7 +67,8 @@ class RecordingMonitor(mocks.MockMonitor):
         self.registered.append(Registered(
             typ=request.type, name=request.name, urn=resp.urn, parent=request.parent,
             dependencies=list(request.dependencies), inputs=inputs,
-            secret_outputs=list(request.additionalSecretOutputs), provider=request.provider))
+            secret_outputs=list(request.additionalSecretOutputs), provider=request.provider,
+            retain_on_delete=bool(request.retainOnDelete)))
         return resp
 
 
@@ -93,12 +99,23 @@ class Graph:
 
 
 def build(cfg, stack: str = "dev") -> Graph:
-    """Construct the ServingStack for ``cfg`` under mocks; return what was registered."""
+    """Construct the ServingStack (or the KubeStack, target kubernetes) for ``cfg`` under mocks; return
+    what was registered."""
     monitor = RecordingMonitor(Mocks())
     pulumi.runtime.set_mocks(Mocks(), project="rustfs-vllm", stack=stack, preview=False, monitor=monitor)
     from components.stack import ServingStack, ServingStackArgs
 
     holder: dict[str, Any] = {}
+
+    @pulumi.runtime.test
+    def construct_kube():
+        from components.kube.stack import KubeStack, KubeStackArgs
+
+        s = KubeStack("rustfs-vllm", KubeStackArgs(config=cfg))
+        holder["stack"] = s
+        holder["exports"] = s.exports()
+        return pulumi.Output.all(*[m.base_url for m in s.models.values()], *[t.text for t in s.smoke.values()],
+                                 s.server.cluster_endpoint)
 
     @pulumi.runtime.test
     def construct():
@@ -109,7 +126,7 @@ def build(cfg, stack: str = "dev") -> Graph:
         outs.append(s.mount_root.path)
         return pulumi.Output.all(*outs)
 
-    construct()
+    (construct_kube if cfg.kube else construct)()
     g = Graph(monitor.registered)
     g.stack = holder["stack"]  # type: ignore[attr-defined]
     return g

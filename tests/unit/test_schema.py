@@ -8,7 +8,9 @@ import yaml
 
 from components import config
 from components.config import schema
+from components.config.kube import KUBE_KEYS
 from tests.helpers import ROOT, make_model
+from tests.unit.test_kube import KUBECONFIG
 
 SNAKE = {"rustfsAccessKey": "access_key", "rustfsSecretKey": "secret_key", "purgeOnDestroy": "purge_on_destroy",
          "sshPrivateKey": "ssh_private_key", "rustfsCaBundle": "ca_bundle", "mountFlags": "mount_flags"}
@@ -30,7 +32,9 @@ def test_unset_keys_get_the_declared_defaults(tmp_path):
                        "models": [{"name": "m", "source": "m"}]}, "dev", str(tmp_path))
     checked = 0
     for k in schema.KEYS:
-        if k.default in (schema.COMPUTED, None) or k.name in ("environment", "hosts", "rcloneBinary"):
+        if k.default in (schema.COMPUTED, None) or k.name in ("environment", "hosts", "rcloneBinary", "target"):
+            continue
+        if k.name in KUBE_KEYS:   # target kubernetes only: tests/unit/test_kube.py checks their defaults
             continue
         value = getattr(cfg, snake(k.name))
         assert value == (tuple(k.default) if isinstance(k.default, list) else k.default), k.name
@@ -49,8 +53,9 @@ def test_a_bad_value_names_the_key_the_value_and_the_declared_allowed(tmp_path):
     for k in schema.KEYS:
         if k.choices or k.lo is not None:
             bad = "not-a-choice" if k.choices else int(k.lo) - 1
+            cluster = {"target": "kubernetes", "kubeconfig": KUBECONFIG} if k.name in KUBE_KEYS else {}
             try:
-                config.load({**base, k.name: bad}, "dev", str(tmp_path))
+                config.load({**base, **cluster, k.name: bad}, "dev", str(tmp_path))
             except config.ConfigError as exc:
                 assert f"rustfs-vllm:{k.name} = {bad!r} is invalid: {k.allowed}" in exc.problems, exc.problems
             else:

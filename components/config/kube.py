@@ -1,0 +1,111 @@
+"""``target: kubernetes``: the cluster keys, validated into a KubeSpec, and the rules that differ
+from Docker hosts (no ``hosts``, no entry points of ours, NodePorts, GPUs as a count).
+
+    target: kubernetes
+    kubeconfig: <secret>           # pulumi config set --secret kubeconfig < ~/.kube/config
+    kubeNamespace: rvllm-prod      # default <namePrefix>
+    kubeNodeAddress: 10.0.0.11     # where this machine reaches NodePorts (default: the API server's host)
+    kubeS3NodePort: 30900          # RustFS's S3 NodePort (s3Server rustfs)
+    kubeStorageClass: fast-ssd     # RustFS's volume claim (default: the cluster's default class)
+    rustfsStorageSize: 200Gi
+    rcloneImage: registry.example/rustfs-vllm/rclone-mount:1.75.2
+"""
+from __future__ import annotations
+
+import re
+from typing import Any, Optional
+from urllib.parse import urlsplit
+
+import yaml
+
+from components.config.reader import Reader
+from components.config.spec import KubeSpec, ModelSpec
+
+NODE_PORT_BASE = 30800              # a model's default NodePort: 30800 + its index
+NODE_PORTS = (30000, 32767)         # the API server's default --service-node-port-range
+KUBE_KEYS = ("kubeconfig", "kubeNamespace", "kubeNodeAddress", "kubeS3NodePort", "kubeStorageClass",
+             "rustfsStorageSize", "rcloneImage")
+GPU_COUNT_RE = re.compile(r"^count=([0-9]+)$")
+
+
+def unused(r: Reader) -> None:
+    """target docker: the cluster's keys mean nothing; say so rather than ignore them."""
+    for k in KUBE_KEYS:
+        if r.raw.get(k) not in (None, ""):
+            r.bad(k, "<secret>" if k == "kubeconfig" else r.raw[k], "set only with target: kubernetes")
+    return None
+
+
+def server_of(kubeconfig: str) -> tuple[Optional[str], str]:
+    """(the API server URL of the kubeconfig's current context, or None; the problem when None)."""
+    try:
+        doc = yaml.safe_load(kubeconfig)
+    except yaml.YAMLError as exc:
+        return None, f"a kubeconfig in YAML ({str(exc).splitlines()[0]})"
+    if not isinstance(doc, dict) or not isinstance(doc.get("clusters"), list):
+        return None, "a kubeconfig file's text (a YAML map with clusters, contexts and users)"
+    contexts = {c.get("name"): c.get("context") or {} for c in doc.get("contexts") or [] if isinstance(c, dict)}
+    current = doc.get("current-context") or (next(iter(contexts)) if len(contexts) == 1 else None)
+    if current not in contexts:
+        return None, f"a kubeconfig whose current-context names one of its contexts ({current!r} does not)"
+    clusters = {c.get("name"): c.get("cluster") or {} for c in doc["clusters"] if isinstance(c, dict)}
+    server = clusters.get(contexts[current].get("cluster"), {}).get("server")
+    if not server:
+        return None, f"a kubeconfig whose context {current!r} names a cluster with a server URL"
+    return server, ""
+
+
+def parse(r: Reader, v: dict[str, Any]) -> Optional[KubeSpec]:
+    """The cluster's keys and the keys that do not apply on it."""
+    kubeconfig = r.value("kubeconfig")
+    server: Optional[str] = None
+    if not kubeconfig:
+        r.bad("kubeconfig", "", "required with target: kubernetes: the kubeconfig that reaches the cluster, set "
+                                "with `pulumi config set --secret kubeconfig < ~/.kube/config`")
+    else:
+        server, problem = server_of(kubeconfig)
+        if server is None:
+            r.bad("kubeconfig", "<secret>", problem)
+    namespace = r.value("kubeNamespace", re.sub(r"[^a-z0-9-]", "-", v["name_prefix"]).strip("-")[:63] or "rvllm")
+    node_address = r.value("kubeNodeAddress", urlsplit(server).hostname or "" if server else "")
+    if server is not None and not node_address:
+        r.bad("kubeNodeAddress", node_address, "the address of a node this machine reaches NodePorts on")
+    if r.raw.get("hosts") not in (None, []):
+        r.bad("hosts", r.raw["hosts"], "no hosts with target: kubernetes (the cluster places the pods; "
+                                       "use models[].replicas)")
+    return KubeSpec(kubeconfig=kubeconfig, namespace=namespace, node_address=node_address,
+                    s3_node_port=r.value("kubeS3NodePort"), storage_class=r.value("kubeStorageClass"),
+                    storage_size=r.value("rustfsStorageSize"), rclone_image=r.value("rcloneImage"))
+
+
+def check_models(r: Reader, v: dict[str, Any]) -> None:
+    """What a model may not ask of a cluster, and NodePorts that collide."""
+    models: tuple[ModelSpec, ...] = v["models"]
+    kube: KubeSpec = v["kube"]
+    taken: dict[int, str] = {kube.s3_node_port: "RustFS's S3 Service (kubeS3NodePort)"} \
+        if v["s3_server"] != "external" else {}
+    lo, hi = NODE_PORTS
+    gpus_key = ("vllmGpus", v["vllm_gpus"])
+    if gpus_key[1] and not GPU_COUNT_RE.fullmatch(gpus_key[1]):
+        r.bad(*gpus_key, "'count=N' or empty with target: kubernetes (GPUs are the nvidia.com/gpu resource)")
+    for m in models:
+        key = f"models[{m.name}]"
+        if not lo <= m.port <= hi:
+            r.bad(f"{key}.port", m.port, f"a NodePort {lo}-{hi} with target: kubernetes (its Service's)")
+        elif m.port in taken:
+            r.bad(f"{key}.port", m.port, f"a NodePort of its own ({taken[m.port]} uses it)")
+        taken.setdefault(m.port, f"model {m.name!r}")
+        if m.balancer_port is not None:
+            r.bad(f"{key}.balancerPort", m.balancer_port,
+                  "no balancerPort with target: kubernetes (the model's Service spreads requests over its pods)")
+        if m.gpus and not GPU_COUNT_RE.fullmatch(m.gpus):
+            r.bad(f"{key}.gpus", m.gpus, "'count=N' or empty with target: kubernetes (the nvidia.com/gpu resource)")
+    if v["s3_server"] == "rustfs" and v["kube"] and r.raw.get("rustfsPort") not in (None, ""):
+        r.bad("rustfsPort", r.raw["rustfsPort"], "unset with target: kubernetes (RustFS's Service listens on 9000; "
+                                                 "this machine reaches it on kubeS3NodePort)")
+
+
+def gpu_count(gpus: str) -> int:
+    """``count=N`` -> N; "" -> 0."""
+    m = GPU_COUNT_RE.fullmatch(gpus or "")
+    return int(m.group(1)) if m else 0

@@ -1,0 +1,1 @@
+"""target kubernetes: the same stack declared with pulumi-kubernetes on a cluster (components.kube.stack)."""

@@ -1,0 +1,90 @@
+"""KubeCluster: the cluster as this stack sees it: a pulumi-kubernetes provider from the secret
+kubeconfig, the namespace, and one Secret holding every key the pods need.
+
+- The namespace is made when missing and kept by destroy (``retain_on_delete``): it holds RustFS's
+  volume claim, and deleting a namespace deletes every claim in it.
+- The Secret (``<prefix>-keys``) holds the S3 keys, the AWS credentials file the streamer reads, the
+  rclone serve s3 stand-in's auth key and the vLLM API key. Pods read it by reference
+  (``secretKeyRef``, secret volumes): no key is in a pod spec, an env value or ``kubectl get -o yaml`` of
+  anything but the Secret. Its ``resourceVersion`` goes into the pod templates' annotations, so new
+  keys roll the pods that read them and nothing else (the bucket and uploads are not replaced).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from components.kube.names import meta
+from components.serving import streamer
+
+ACCESS_KEY, SECRET_KEY = "access-key", "secret-key"
+AWS_CREDENTIALS = "aws-credentials"
+RCLONE_AUTH_KEY = "rclone-auth-key"
+API_KEY = "vllm-api-key"
+CA_FILE = "s3-ca.pem"
+KEYS_VERSION = "rustfs-vllm/keys-version"   # pod template annotation: the Secret's resourceVersion
+
+
+@dataclass
+class KubeClusterArgs:
+    stack: str
+    kubeconfig: pulumi.Input[str]
+    namespace: str
+    name_prefix: str
+    access_key: pulumi.Input[str]
+    secret_key: pulumi.Input[str]
+    api_key: pulumi.Input[str] = ""
+    ca_bundle: str = ""                  # rustfsCaBundle's text goes into the Secret too (public, but one volume)
+
+
+class KubeCluster(pulumi.ComponentResource):
+    namespace: pulumi.Output[str]
+
+    def __init__(self, name: str, args: KubeClusterArgs, opts: Optional[pulumi.ResourceOptions] = None) -> None:
+        super().__init__("rustfs-vllm:kube:KubeCluster", name, None, opts)
+        self.stack, self.namespace_name = args.stack, args.namespace
+        self.provider = k8s.Provider(f"{name}-provider", k8s.ProviderArgs(
+            kubeconfig=pulumi.Output.secret(args.kubeconfig), enable_server_side_apply=True),
+            pulumi.ResourceOptions(parent=self))
+        self.on_cluster = pulumi.ResourceOptions(parent=self, provider=self.provider)
+        self.ns = k8s.core.v1.Namespace(f"{name}-namespace", k8s.core.v1.NamespaceInitArgs(
+            metadata=meta(args.namespace, None, args.stack, "namespace")),  # type: ignore[arg-type]
+            pulumi.ResourceOptions(parent=self, provider=self.provider, retain_on_delete=True))
+        self.namespace = self.ns.metadata.apply(lambda m: m.name)
+        ca = open(args.ca_bundle, encoding="utf-8").read() if args.ca_bundle else None
+
+        def data(keys: list[str]) -> dict[str, str]:
+            out = {ACCESS_KEY: keys[0], SECRET_KEY: keys[1], AWS_CREDENTIALS: streamer.credentials(keys[0], keys[1]),
+                   RCLONE_AUTH_KEY: f'"{keys[0]},{keys[1]}"'}
+            if keys[2]:
+                out[API_KEY] = keys[2]
+            if ca is not None:
+                out[CA_FILE] = ca
+            return out
+        self.secret = k8s.core.v1.Secret(f"{name}-keys", k8s.core.v1.SecretInitArgs(
+            metadata=meta(f"{args.name_prefix}-keys", args.namespace, args.stack, "keys"),
+            type="Opaque",
+            string_data=pulumi.Output.secret(pulumi.Output.all(args.access_key, args.secret_key, args.api_key)
+                                             .apply(data))),
+            self.child(depends_on=[self.ns]))
+        self.secret_name = f"{args.name_prefix}-keys"
+        self.keys_version = self.secret.metadata.apply(lambda m: m.resource_version or "")
+        self.register_outputs({"namespace": self.namespace})
+
+    def child(self, parent: Optional[pulumi.Resource] = None, **kw: object) -> pulumi.ResourceOptions:
+        """Options of a resource on this cluster, a child of ``parent`` (default: this component)."""
+        return pulumi.ResourceOptions(parent=parent or self, provider=self.provider, **kw)  # type: ignore[arg-type]
+
+    def secret_env(self, name: str, key: str) -> k8s.core.v1.EnvVarArgs:
+        """An environment variable read from the stack's Secret (the pod spec holds only the reference)."""
+        return k8s.core.v1.EnvVarArgs(name=name, value_from=k8s.core.v1.EnvVarSourceArgs(
+            secret_key_ref=k8s.core.v1.SecretKeySelectorArgs(name=self.secret_name, key=key)))
+
+    def secret_volume(self, volume: str, items: dict[str, str]) -> k8s.core.v1.VolumeArgs:
+        """The Secret's ``items`` (key -> file name) as a read-only volume."""
+        return k8s.core.v1.VolumeArgs(name=volume, secret=k8s.core.v1.SecretVolumeSourceArgs(
+            secret_name=self.secret_name, default_mode=0o444,
+            items=[k8s.core.v1.KeyToPathArgs(key=k, path=p) for k, p in items.items()]))

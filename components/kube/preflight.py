@@ -1,0 +1,44 @@
+"""Preflight for target kubernetes: what `up` would fail on, before anything is created.
+
+- the kubeconfig's API server must answer a TCP connection from this machine (else every resource
+  would time out after the uploads);
+- an https S3 endpoint must be trusted (as on Docker).
+Nothing is asked of this machine's FUSE, ports or images: the nodes mount and serve.
+"""
+from __future__ import annotations
+
+import socket
+from typing import Callable, Optional
+from urllib.parse import urlsplit
+
+from components.config.kube import server_of
+from components.config.schema import NAMESPACE
+from components.config.spec import StackConfig
+from components.storage import tls
+
+
+def connect_problem(host: str, port: int, timeout: float = 5.0) -> Optional[str]:
+    """None when ``host:port`` accepts a TCP connection, else why not."""
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            return None
+    except OSError as exc:
+        return str(exc) or type(exc).__name__
+
+
+def check(cfg: StackConfig, connect: Callable[[str, int], Optional[str]] = connect_problem,
+          tls_problem: Callable[[str, str], Optional[str]] = tls.probe) -> list[str]:
+    problems: list[str] = []
+    assert cfg.kube is not None
+    server, _ = server_of(cfg.kube.kubeconfig)
+    if server:
+        url = urlsplit(server)
+        port = url.port or (443 if url.scheme == "https" else 80)
+        problem = connect(url.hostname or "", port)
+        if problem:
+            problems.append(f"{NAMESPACE}:kubeconfig = '<secret>' is invalid: a kubeconfig whose API server this "
+                            f"machine reaches: {server} does not answer ({problem})")
+    if cfg.rustfs_endpoint.startswith("https://"):
+        problem = tls_problem(cfg.rustfs_endpoint, cfg.ca_bundle)
+        problems += [problem] if problem else []
+    return problems

@@ -1,0 +1,218 @@
+"""target kubernetes: the configuration's rules and the resource graph under Pulumi mocks (the
+objects, their specs, where the keys go, per-model independence). The real cluster: tests/k8s."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from components import config
+from components.kube import preflight as kube_preflight
+from tests.helpers import ROOT, make_model
+from tests.unit.graph import build, unwrap
+
+KEYS = ("kube-access-key-0001", "kube-secret-key-0001", "kube-api-key-0001")
+KUBECONFIG = """apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "https://10.9.8.7:6443", certificate-authority-data: Q0E=}}]
+contexts: [{name: ctx, context: {cluster: c, user: u}}]
+current-context: ctx
+users: [{name: u, user: {client-certificate-data: Q0VSVA==, client-key-data: S0VZ}}]
+"""
+NS, STS, SVC, DS, DEPLOY, SECRET, PROVIDER = (
+    "kubernetes:core/v1:Namespace", "kubernetes:apps/v1:StatefulSet", "kubernetes:core/v1:Service",
+    "kubernetes:apps/v1:DaemonSet", "kubernetes:apps/v1:Deployment", "kubernetes:core/v1:Secret",
+    "pulumi:providers:kubernetes")
+
+
+def raw(tmp_path, **over):
+    make_model(tmp_path / "a")
+    make_model(tmp_path / "b", seed=2)
+    out = {"target": "kubernetes", "kubeconfig": KUBECONFIG, "environment": "production",
+           "rustfsAccessKey": KEYS[0], "rustfsSecretKey": KEYS[1], "vllmApiKey": KEYS[2],
+           "rustfsImage": "rustfs-vllm/rustfs:1.0.1-local",
+           "models": [{"name": "a", "source": str(tmp_path / "a"), "replicas": 2},
+                      {"name": "b", "source": str(tmp_path / "b"), "loadFormat": "runai_streamer",
+                       "gpus": "count=1"}]}
+    out.update(over)
+    return out
+
+
+def load(r, stack="k8s"):
+    return config.load(r, stack, str(ROOT))
+
+
+def problems(r) -> str:
+    with pytest.raises(config.ConfigError) as e:
+        load(r)
+    return "\n".join(e.value.problems)
+
+
+# ------------------------------------------------------------------------------------------ config
+def test_defaults(tmp_path):
+    cfg = load(raw(tmp_path))
+    assert cfg.kube is not None
+    assert (cfg.kube.namespace, cfg.kube.node_address, cfg.kube.s3_node_port) == ("rvllm-k8s", "10.9.8.7", 30900)
+    assert cfg.rustfs_endpoint == "http://10.9.8.7:30900"      # this machine's way to RustFS: the NodePort
+    assert [m.port for m in cfg.models] == [30800, 30801]
+    assert [m.replicas for m in cfg.models] == [2, 1]
+    assert (cfg.kube.storage_class, cfg.kube.storage_size, cfg.kube.rclone_image) == (
+        "", "20Gi", "rustfs-vllm/rclone-mount:1.75.2")
+    docker = {k: v for k, v in raw(tmp_path).items() if k not in ("target", "kubeconfig")}
+    docker["models"] = [{"name": "a", "source": str(tmp_path / "a")}]
+    assert load(docker).kube is None
+
+
+@pytest.mark.parametrize("over, key, allowed", [
+    ({"kubeconfig": ""}, "rustfs-vllm:kubeconfig = ''", "required with target: kubernetes"),
+    ({"kubeconfig": "clusters: [\n"}, "rustfs-vllm:kubeconfig = '<secret>'", "a kubeconfig in YAML"),
+    ({"kubeconfig": "clusters: []\ncontexts: []\n"}, "rustfs-vllm:kubeconfig", "current-context"),
+    ({"hosts": [{"name": "a", "docker": "local"}]}, "rustfs-vllm:hosts", "no hosts with target: kubernetes"),
+    ({"kubeNamespace": "Bad_NS"}, "rustfs-vllm:kubeNamespace = 'Bad_NS'", "a Kubernetes namespace name"),
+    ({"kubeS3NodePort": 9000}, "rustfs-vllm:kubeS3NodePort = 9000", "NodePort 30000-32767"),
+    ({"vllmGpus": "all"}, "rustfs-vllm:vllmGpus = 'all'", "'count=N' or empty"),
+    ({"rustfsStorageSize": "lots"}, "rustfs-vllm:rustfsStorageSize = 'lots'", "a Kubernetes quantity"),
+    ({"rustfsPort": 9100}, "rustfs-vllm:rustfsPort = 9100", "unset with target: kubernetes"),
+])
+def test_bad_cluster_keys_name_the_key(tmp_path, over, key, allowed):
+    found = problems(raw(tmp_path, **over))
+    assert key in found and allowed in found, found
+
+
+def test_bad_model_fields_on_a_cluster(tmp_path):
+    r = raw(tmp_path)
+    r["models"][0].update(port=8000, balancerPort=9100, gpus="0,1")
+    r["models"][1]["port"] = 30900                     # RustFS's NodePort
+    found = problems(r)
+    assert "models[a].port = 8000 is invalid: a NodePort 30000-32767" in found
+    assert "models[a].balancerPort = 9100 is invalid: no balancerPort with target: kubernetes" in found
+    assert "models[a].gpus = '0,1' is invalid: 'count=N' or empty" in found
+    assert "models[b].port = 30900 is invalid: a NodePort of its own (RustFS's S3 Service" in found
+
+
+def test_cluster_keys_and_replicas_are_refused_on_docker(tmp_path):
+    r = raw(tmp_path, target="docker", kubeNamespace="x")
+    del r["models"][1]["gpus"]
+    found = problems(r)
+    assert "rustfs-vllm:kubeconfig = '<secret>' is invalid: set only with target: kubernetes" in found
+    assert "rustfs-vllm:kubeNamespace = 'x' is invalid: set only with target: kubernetes" in found
+    assert "models[a].replicas = 2 is invalid: 1 with target: docker" in found
+    assert KEYS[0] not in found and "BEGIN" not in found
+
+
+def test_preflight_names_an_unreachable_api_server(tmp_path):
+    cfg = load(raw(tmp_path))
+    found = kube_preflight.check(cfg, connect=lambda host, port: f"no route to {host}:{port}")
+    assert found == ["rustfs-vllm:kubeconfig = '<secret>' is invalid: a kubeconfig whose API server this machine "
+                     "reaches: https://10.9.8.7:6443 does not answer (no route to 10.9.8.7:6443)"]
+    assert kube_preflight.check(cfg, connect=lambda host, port: None) == []
+
+
+# ------------------------------------------------------------------------------------------- graph
+@pytest.fixture
+def graph(tmp_path):
+    return build(load(raw(tmp_path)), stack="k8s")
+
+
+def spec_of(r) -> dict:
+    return unwrap(r.inputs)["spec"]
+
+
+def test_objects_and_provider(graph):
+    assert [r.name for r in graph.by_type(PROVIDER)] == ["cluster-provider"]
+    provider = graph.one(PROVIDER)
+    assert provider.is_secret("kubeconfig") and provider.plain("enableServerSideApply") in (True, "true")  # providers get strings
+    assert sorted(r.name for r in graph.by_type(DS)) == ["mount-a-daemonset"]      # b is streamed: no mount
+    assert sorted(r.name for r in graph.by_type(DEPLOY)) == ["vllm-a-deployment", "vllm-b-deployment"]
+    assert sorted(r.name for r in graph.by_type(SVC)) == ["s3-service", "vllm-a-service", "vllm-b-service"]
+    for r in graph.resources:
+        if r.typ.startswith("kubernetes:"):
+            assert r.provider.startswith(provider.urn), r.name     # every object goes to the stack's cluster
+            assert unwrap(r.inputs)["metadata"].get("namespace") in ("rvllm-k8s", None)
+
+
+def test_rustfs_statefulset_keeps_its_claim(graph):
+    sts = spec_of(graph.one(STS))
+    assert sts["persistentVolumeClaimRetentionPolicy"] == {"whenDeleted": "Retain", "whenScaled": "Retain"}
+    assert sts["volumeClaimTemplates"][0]["spec"]["resources"]["requests"] == {"storage": "20Gi"}
+    pod = sts["template"]["spec"]
+    env = {e["name"]: e.get("value") for e in pod["containers"][0]["env"]}
+    assert env["RUSTFS_ACCESS_KEY_FILE"].startswith("/run/secrets/") and "RUSTFS_ACCESS_KEY" not in env
+    assert pod["securityContext"]["fsGroup"] == 10001
+    svc = spec_of(graph.one(SVC, "s3-service"))
+    assert svc["type"] == "NodePort" and svc["ports"][0]["nodePort"] == 30900
+    ns = graph.one(NS)
+    assert ns.plain("metadata")["name"] == "rvllm-k8s"
+
+
+def test_namespace_is_kept_by_destroy(graph):
+    """Deleting a namespace deletes every claim in it: destroy leaves it (and RustFS's claim) alone."""
+    assert graph.one(NS).retain_on_delete
+    assert not any(r.retain_on_delete for r in graph.resources if r.typ != NS)
+
+
+def test_mount_daemonset(graph):
+    pod = spec_of(graph.one(DS))["template"]["spec"]
+    c = pod["containers"][0]
+    assert c["securityContext"] == {"privileged": True}
+    root = next(m for m in c["volumeMounts"] if m["name"] == "root")
+    assert root == {"name": "root", "mountPath": "/mnt/root", "mountPropagation": "Bidirectional"}
+    host = {v["name"]: v.get("hostPath", {}).get("path") for v in pod["volumes"]}
+    assert host["root"] == "/mnt/rvllm-k8s" and host["cache"] == "/var/cache/rustfs-vllm/rvllm-k8s/a"
+    assert c["args"][:2] == ["/mnt/root/a", "vllm-models/a"]
+    assert "--read-only" in c["command"][2] and c["args"][2:4] == ["--cache-dir", "/cache"]
+    env = {e["name"]: e for e in c["env"]}
+    assert env["RCLONE_CONFIG_RV_ENDPOINT"]["value"] == "http://10.96.0.10:9000"   # the Service's cluster IP
+    assert env["RCLONE_CONFIG_RV_ACCESS_KEY_ID"]["valueFrom"]["secretKeyRef"]["key"] == "access-key"
+    annotations = spec_of(graph.one(DS))["template"]["metadata"]["annotations"]
+    assert set(annotations) == {"rustfs-vllm/revision", "rustfs-vllm/keys-version"}
+
+
+def test_model_deployment(graph):
+    a = spec_of(graph.one(DEPLOY, "vllm-a"))
+    assert a["replicas"] == 2
+    assert a["strategy"]["rollingUpdate"] == {"maxSurge": 1, "maxUnavailable": 0}
+    pod = a["template"]["spec"]
+    c = pod["containers"][0]
+    assert c["args"][:2] == ["--model", "/models/a"] and "--config" not in c["args"]
+    models = next(m for m in c["volumeMounts"] if m["name"] == "models")
+    assert models["mountPropagation"] == "HostToContainer" and models["readOnly"] is True
+    assert pod["initContainers"][0]["name"] == "wait-for-weights"
+    assert c["startupProbe"]["httpGet"]["path"] == "/health" and c["startupProbe"]["failureThreshold"] == 180
+    assert c["readinessProbe"]["httpGet"]["path"] == "/health"
+    assert pod["topologySpreadConstraints"][0]["topologyKey"] == "kubernetes.io/hostname"
+    key = next(e for e in c["env"] if e["name"] == "VLLM_API_KEY")
+    assert key["valueFrom"]["secretKeyRef"]["key"] == "vllm-api-key"
+    b = spec_of(graph.one(DEPLOY, "vllm-b"))["template"]["spec"]
+    cb = b["containers"][0]
+    assert cb["args"][:2] == ["--model", "s3://vllm-models/b/"] and cb["args"][-2:] == ["--load-format",
+                                                                                       "runai_streamer"]
+    assert cb["resources"]["limits"] == {"nvidia.com/gpu": "1"}
+    env = {e["name"]: e.get("value") for e in cb["env"]}
+    assert env["AWS_ENDPOINT_URL"] == "http://10.96.0.10:9000"
+    assert env["AWS_SHARED_CREDENTIALS_FILE"] == "/run/secrets/rustfs-vllm/aws-credentials"
+    assert "initContainers" not in b
+    svc = spec_of(graph.one(SVC, "vllm-a-service"))
+    assert svc["type"] == "NodePort" and svc["ports"][0]["nodePort"] == 30800
+
+
+def test_keys_only_in_the_secret(graph):
+    secret = graph.one(SECRET)
+    assert secret.is_secret("stringData")
+    data = secret.plain("stringData")
+    assert data["access-key"] == KEYS[0] and data["vllm-api-key"] == KEYS[2]
+    for r in graph.resources:
+        if r.typ in (SECRET, PROVIDER) or "dynamic" in r.typ or r.typ.startswith("rustfs-vllm:"):
+            continue
+        text = json.dumps(unwrap(r.inputs))
+        assert not any(k in text for k in KEYS), r.name
+
+
+def test_adding_a_model_touches_nothing_else(tmp_path):
+    one = raw(tmp_path)
+    one["models"] = one["models"][:1]
+    before = {r.name: unwrap(r.inputs) for r in build(load(one), stack="k8s").resources}
+    after = {r.name: unwrap(r.inputs) for r in build(load(raw(tmp_path)), stack="k8s").resources}
+    assert set(before) < set(after)
+    changed = [n for n in before if before[n] != after[n]]
+    assert changed == [], changed
