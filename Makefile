@@ -1,11 +1,13 @@
 # rustfs-vllm. The README's two commands are `scripts/up` (== make up) and `scripts/test` (== make test).
-.PHONY: up test test-rustfs bootstrap unit integration e2e bench bench-serve destroy images rustfs-image
+.PHONY: up test test-k8s test-rustfs bootstrap unit integration e2e bench bench-serve destroy images rustfs-image
 up:
 	scripts/up
 test:
 	scripts/test
 test-rustfs:
 	scripts/test-rustfs
+test-k8s:
+	scripts/test-k8s
 bootstrap:
 	scripts/bootstrap
 images:
