@@ -8,8 +8,9 @@ mount it makes there reaches the node, and from there every vLLM pod that binds 
 ``<mountCacheDir>/<prefix>``, so a restarted pod reads the weights from local disk.
 
 - Credentials: ``RCLONE_CONFIG_RV_*`` variables, the keys from the stack's Secret by reference.
-- A stale FUSE mount left by a killed pod (``Transport endpoint is not connected``) is lazily
-  unmounted before mounting; ``preStop`` unmounts on a clean stop.
+- A dead FUSE mount (``Transport endpoint is not connected``: rclone killed, or its unmount refused
+  while vLLM holds a file open) is detached lazily before mounting, and again when rclone stops, so
+  none stays in the node or the pods that bind it; the pods see the new mount when it comes.
 - Ready once ``config.json`` is visible through the mount. The model's revision is an annotation
   of the pod template: new weights roll the DaemonSet (fresh rclone, fresh directory cache); new
   keys (the Secret's version) too.
@@ -31,10 +32,14 @@ REVISION = "rustfs-vllm/revision"
 ROOT_IN_POD = "/mnt/root"
 CACHE_IN_POD = "/cache"
 CA_IN_POD = "/etc/rustfs-vllm/ca"
-# sh -c script: $1 = the mount point, $2 = the remote source, then rclone's flags
-SCRIPT = ('set -e; mp="$1"; src="$2"; shift 2; '
-          'fusermount3 -uz "$mp" 2>/dev/null || true; mkdir -p "$mp"; '
-          'exec rclone mount "rv:$src" "$mp" --read-only --allow-other --config /dev/null "$@"')
+# sh -c script: $1 = the mount point, $2 = the remote source, then rclone's flags. A dead mount left
+# behind ("Transport endpoint is not connected": rclone killed, or its unmount refused because vLLM
+# holds a file open) is detached first; on SIGTERM rclone is stopped and the point detached lazily,
+# so no dead mount stays in the node or its pods (tried on the test cluster, scripts/k8s-cluster).
+SCRIPT = ('mp="$1"; src="$2"; shift 2; fusermount3 -uz "$mp" 2>/dev/null; mkdir -p "$mp" || exit 1; '
+          'rclone mount "rv:$src" "$mp" --read-only --allow-other --config /dev/null "$@" & pid=$!; '
+          'trap \'kill -TERM $pid 2>/dev/null; wait $pid; fusermount3 -uz "$mp" 2>/dev/null; exit 0\' TERM INT; '
+          'wait $pid; code=$?; fusermount3 -uz "$mp" 2>/dev/null; exit $code')
 
 
 @dataclass
@@ -96,9 +101,7 @@ class KubeMount(pulumi.ComponentResource):
                             security_context=k8s.core.v1.SecurityContextArgs(privileged=True),
                             readiness_probe=k8s.core.v1.ProbeArgs(
                                 exec_=k8s.core.v1.ExecActionArgs(command=["test", "-e", f"{point}/config.json"]),
-                                period_seconds=3, failure_threshold=2, timeout_seconds=10),
-                            lifecycle=k8s.core.v1.LifecycleArgs(pre_stop=k8s.core.v1.LifecycleHandlerArgs(
-                                exec_=k8s.core.v1.ExecActionArgs(command=["fusermount3", "-uz", point]))))],
+                                period_seconds=3, failure_threshold=2, timeout_seconds=10))],
                         volumes=volumes)))),
             c.child(self, depends_on=opts.depends_on if opts else None,
                     custom_timeouts=pulumi.CustomTimeouts(create="10m", update="10m")))

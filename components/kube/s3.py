@@ -61,7 +61,9 @@ class KubeS3Server(pulumi.ComponentResource):
         if args.kind != "external":
             self.statefulset, self.service = self._server(name, args)
             self.ready = [self.statefulset, self.service]
-            self.cluster_endpoint = self.service.spec.apply(lambda s: f"http://{s.cluster_ip}:{S3_PORT}")
+            # a preview of a new Service has no cluster IP yet (the API server assigns it at create)
+            self.cluster_endpoint = self.service.spec.apply(
+                lambda s: f"http://{s.cluster_ip or '<cluster IP, assigned at create>'}:{S3_PORT}")
         self.credentials = CredentialCheckResource(f"{name}-credentials", {
             "endpoint": args.endpoint, "kind": args.kind, "defaults_allowed": args.defaults_allowed,
             "server": self.statefulset.id if self.statefulset else "external",

