@@ -45,13 +45,18 @@ class Stack:
         else:
             self.run(*args, "--", value)
 
-    def write_config(self, config: dict, raw_text: str | None = None) -> None:
-        """Replace the stack's config file (keeping its encryption salt): plain keys only."""
+    def write_config(self, config: dict, raw_text: str | None = None, keep_secrets: bool = False) -> None:
+        """Replace the stack's config file (keeping its encryption salt): plain keys only, and with
+        ``keep_secrets`` the secrets set before (``pulumi config set --secret``) that ``config`` leaves out."""
         import yaml
 
         path = self.workdir / f"Pulumi.{self.name}.yaml"
+        kept: dict = {}
         try:
-            salt = (yaml.safe_load(path.read_text()) or {}).get("encryptionsalt") if path.exists() else None
+            old = (yaml.safe_load(path.read_text()) or {}) if path.exists() else {}
+            salt = old.get("encryptionsalt")
+            if keep_secrets:
+                kept = {k: v for k, v in (old.get("config") or {}).items() if isinstance(v, dict) and "secure" in v}
         except yaml.YAMLError:
             salt = None
         salt = salt or getattr(self, "_salt", None)
@@ -59,7 +64,7 @@ class Stack:
         if raw_text is not None:
             path.write_text(raw_text)
             return
-        data = {"config": {f"rustfs-vllm:{k}": v for k, v in config.items()}}
+        data = {"config": {**kept, **{f"rustfs-vllm:{k}": v for k, v in config.items()}}}
         if salt:
             data["encryptionsalt"] = salt
         path.write_text(yaml.safe_dump(data, sort_keys=False))

