@@ -6,10 +6,11 @@
   container waits for ``config.json`` there, so vLLM never starts on an empty folder. A streamed
   model (``loadFormat: runai_streamer``) gets ``s3://<bucket>/<prefix>/`` and the AWS credentials file
   from the stack's Secret instead (components.serving.streamer).
-- ``replicas`` pods spread over the nodes: a hard topology spread on the host name (maxSkew 1;
-  ``ScheduleAnyway`` let a rolling update put both pods of 2 on one node, tried on the test cluster),
-  counting only nodes that take pods (``nodeTaintsPolicy: Honor``: a lost node's taint takes it out,
-  so its pods can come back on the others);
+- ``replicas`` pods spread over the nodes: a hard topology spread on the host name (maxSkew 1),
+  counted among the pods of one rollout (``matchLabelKeys: [pod-template-hash]``: counted over old and
+  new pods, a rolling update ended with both pods of 2 on one node, with ``ScheduleAnyway`` and with
+  ``DoNotSchedule``, tried on the test cluster) and only on nodes that take pods
+  (``nodeTaintsPolicy: Honor``: a lost node's taint takes it out, so its pods come back on the others);
   a rolling update adds a pod before it removes one (maxSurge 1, maxUnavailable 0), the readiness
   probe on ``/health`` gates the Service's endpoints, and ``preStop`` waits 5 s so a pod leaves
   the Service before vLLM stops: a client sees no failed request while a model rolls.
@@ -107,7 +108,7 @@ class KubeModel(pulumi.ComponentResource):
                         termination_grace_period_seconds=30,
                         topology_spread_constraints=[k8s.core.v1.TopologySpreadConstraintArgs(
                             max_skew=1, topology_key="kubernetes.io/hostname", when_unsatisfiable="DoNotSchedule",
-                            node_taints_policy="Honor",
+                            node_taints_policy="Honor", match_label_keys=["pod-template-hash"],
                             label_selector=k8s.meta.v1.LabelSelectorArgs(match_labels=select))],
                         # a lost node's pods are replaced after 30 s, not the default 300 s (vLLM keeps no state)
                         tolerations=[k8s.core.v1.TolerationArgs(key=f"node.kubernetes.io/{t}", operator="Exists",

@@ -180,7 +180,9 @@ def test_model_deployment(graph):
     assert pod["initContainers"][0]["name"] == "wait-for-weights"
     assert c["startupProbe"]["httpGet"]["path"] == "/health" and c["startupProbe"]["failureThreshold"] == 180
     assert c["readinessProbe"]["httpGet"]["path"] == "/health"
-    assert pod["topologySpreadConstraints"][0]["topologyKey"] == "kubernetes.io/hostname"
+    spread = pod["topologySpreadConstraints"][0]
+    assert spread["topologyKey"] == "kubernetes.io/hostname" and spread["whenUnsatisfiable"] == "DoNotSchedule"
+    assert spread["matchLabelKeys"] == ["pod-template-hash"] and spread["nodeTaintsPolicy"] == "Honor"
     key = next(e for e in c["env"] if e["name"] == "VLLM_API_KEY")
     assert key["valueFrom"]["secretKeyRef"]["key"] == "vllm-api-key"
     b = spec_of(graph.one(DEPLOY, "vllm-b"))["template"]["spec"]
