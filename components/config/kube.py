@@ -19,6 +19,7 @@ from urllib.parse import urlsplit
 import yaml
 
 from components.config.reader import Reader
+from components.config.schema import key as declared
 from components.config.spec import KubeSpec, ModelSpec
 
 NODE_PORT_BASE = 30800              # a model's default NodePort: 30800 + its index
@@ -29,10 +30,12 @@ GPU_COUNT_RE = re.compile(r"^count=([0-9]+)$")
 
 
 def unused(r: Reader) -> None:
-    """target docker: the cluster's keys mean nothing; say so rather than ignore them."""
+    """target docker: the cluster's keys mean nothing; say so rather than ignore them. The engine hands
+    over Pulumi.yaml's declared defaults as if they were set: those are not the user's."""
     for k in KUBE_KEYS:
-        if r.raw.get(k) not in (None, ""):
-            r.bad(k, "<secret>" if k == "kubeconfig" else r.raw[k], "set only with target: kubernetes")
+        value, default = r.raw.get(k), declared(k).default
+        if value not in (None, "") and str(value) != str(default):
+            r.bad(k, "<secret>" if k == "kubeconfig" else value, "set only with target: kubernetes")
     return None
 
 
@@ -100,9 +103,10 @@ def check_models(r: Reader, v: dict[str, Any]) -> None:
                   "no balancerPort with target: kubernetes (the model's Service spreads requests over its pods)")
         if m.gpus and not GPU_COUNT_RE.fullmatch(m.gpus):
             r.bad(f"{key}.gpus", m.gpus, "'count=N' or empty with target: kubernetes (the nvidia.com/gpu resource)")
-    if v["s3_server"] == "rustfs" and v["kube"] and r.raw.get("rustfsPort") not in (None, ""):
-        r.bad("rustfsPort", r.raw["rustfsPort"], "unset with target: kubernetes (RustFS's Service listens on 9000; "
-                                                 "this machine reaches it on kubeS3NodePort)")
+    port = r.raw.get("rustfsPort")
+    if v["s3_server"] != "external" and port not in (None, "") and str(port) != str(declared("rustfsPort").default):
+        r.bad("rustfsPort", port, "unset with target: kubernetes (the S3 Service listens on 9000 in the cluster; "
+                                  "this machine reaches it on kubeS3NodePort)")
 
 
 def gpu_count(gpus: str) -> int:

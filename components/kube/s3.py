@@ -23,8 +23,7 @@ import pulumi_kubernetes as k8s
 
 from components.kube.cluster import ACCESS_KEY, KEYS_VERSION, RCLONE_AUTH_KEY, SECRET_KEY, KubeCluster
 from components.kube.names import labels, meta
-from components.providers.credentials import CredentialCheckResource
-from components.storage.s3_server import describe
+from components.storage.s3_server import credential_check, describe
 
 S3_PORT = 9000
 SECRETS = "/run/secrets/rustfs-vllm"
@@ -64,12 +63,7 @@ class KubeS3Server(pulumi.ComponentResource):
             # a preview of a new Service has no cluster IP yet (the API server assigns it at create)
             self.cluster_endpoint = self.service.spec.apply(
                 lambda s: f"http://{s.cluster_ip or '<cluster IP, assigned at create>'}:{S3_PORT}")
-        self.credentials = CredentialCheckResource(f"{name}-credentials", {
-            "endpoint": args.endpoint, "kind": args.kind, "defaults_allowed": args.defaults_allowed,
-            "server": self.statefulset.id if self.statefulset else "external",
-            "access_key": pulumi.Output.secret(args.access_key), "secret_key": pulumi.Output.secret(args.secret_key),
-            **({"ca_bundle": args.ca_bundle} if args.ca_bundle else {}),
-        }, pulumi.ResourceOptions(parent=self, depends_on=list(self.ready)))
+        self.credentials = credential_check(self, name, args, self.statefulset.id if self.statefulset else "external")
         self.ready = [*self.ready, self.credentials]
         self.endpoint = pulumi.Output.from_input(args.endpoint)
         self.kind = pulumi.Output.from_input(describe(args.kind, args.image) + " on Kubernetes"

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 import pulumi
 import pulumi_docker as docker
@@ -27,6 +27,9 @@ import pulumi_docker as docker
 from components.serving import secret_files
 from components.serving.readiness import ReadinessWait, ReadinessWaitArgs
 from components.providers.credentials import CredentialCheckResource
+
+if TYPE_CHECKING:
+    from components.kube.s3 import KubeS3ServerArgs
 
 KIND_LABELS = {
     "rustfs": "RustFS",
@@ -73,6 +76,17 @@ class S3ServerArgs:
 def labels(stack: str, role: str, **extra: str) -> list[docker.ContainerLabelArgs]:
     values = {"rustfs-vllm.stack": stack, "rustfs-vllm.role": role, **{f"rustfs-vllm.{k}": v for k, v in extra.items()}}
     return [docker.ContainerLabelArgs(label=k, value=v) for k, v in sorted(values.items())]
+
+
+def credential_check(owner: pulumi.Resource, name: str, args: "S3ServerArgs | KubeS3ServerArgs",
+                     server: pulumi.Input[str]) -> CredentialCheckResource:
+    """Proves from this machine, once the server answers (``owner.ready``), that the configured keys
+    work and RustFS's defaults do not; ``server`` (its container or StatefulSet) re-runs it when replaced."""
+    return CredentialCheckResource(f"{name}-credentials", {
+        "endpoint": args.endpoint, "kind": args.kind, "defaults_allowed": args.defaults_allowed, "server": server,
+        "access_key": pulumi.Output.secret(args.access_key), "secret_key": pulumi.Output.secret(args.secret_key),
+        **({"ca_bundle": args.ca_bundle} if args.ca_bundle else {}),
+    }, pulumi.ResourceOptions(parent=owner, depends_on=list(owner.ready)))  # type: ignore[attr-defined]
 
 
 class S3Server(pulumi.ComponentResource):
@@ -127,12 +141,7 @@ class S3Server(pulumi.ComponentResource):
                 container_id=self.container.id, container_name=f"{args.name_prefix}-s3", url=ready_url,
                 any_status=any_status, timeout=120), child)
             self.ready = [wait]
-        self.credentials = CredentialCheckResource(f"{name}-credentials", {
-            "endpoint": args.endpoint, "kind": args.kind, "defaults_allowed": args.defaults_allowed,
-            "server": self.container.id if self.container else "external",
-            "access_key": pulumi.Output.secret(args.access_key), "secret_key": pulumi.Output.secret(args.secret_key),
-            **({"ca_bundle": args.ca_bundle} if args.ca_bundle else {}),
-        }, pulumi.ResourceOptions(parent=self, depends_on=list(self.ready)))
+        self.credentials = credential_check(self, name, args, self.container.id if self.container else "external")
         self.ready = [*self.ready, self.credentials]
         self.endpoint = pulumi.Output.from_input(args.endpoint)
         self.kind = pulumi.Output.from_input(describe(args.kind, args.image))

@@ -13,7 +13,6 @@ stand-in, NOT RustFS) with the Run:ai Model Streamer 0.17.1 in our vLLM image, a
 from __future__ import annotations
 
 import json
-import os
 import secrets
 from pathlib import Path
 
@@ -21,23 +20,13 @@ import docker
 import pytest
 
 from tests import s3_under_test
-from tests.helpers import ROOT, free_port
+from tests.helpers import ROOT, free_port, process_command_lines
 from tests.pulumi_cli import Stack
 from tests.serving.load import run_load
 
 MODEL = ROOT / "models" / "SmolLM2-135M-Instruct"
 VLLM_IMAGE = "rustfs-vllm/vllm-openai-cpu:0.30.0"
 PREFIX, SERVED, BUCKET = "smollm2", "smollm2", "stream-models"
-
-
-def process_command_lines() -> str:
-    out = []
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            out.append(Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace"))
-        except OSError:
-            continue
-    return "\n".join(out)
 
 
 def served_ok(port: int, count: int = 8) -> None:

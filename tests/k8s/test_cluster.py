@@ -20,16 +20,14 @@ image is not built, the rclone serve s3 stand-in (NOT RustFS), said in the outpu
 from __future__ import annotations
 
 import json
-import os
 import secrets
 import subprocess
 import time
-from pathlib import Path
 
 import docker
 import pytest
 
-from tests.helpers import ROOT
+from tests.helpers import ROOT, process_command_lines
 from tests.k8s.cluster import KUBECONFIG, NODES, SCRIPT, cluster_problem, kget, kubectl, pods, wait_for
 from tests.k8s.poller import Poller
 from tests.pulumi_cli import Stack
@@ -40,7 +38,8 @@ VLLM_IMAGE = "rustfs-vllm/vllm-openai-cpu:0.30.0"
 RUSTFS_IMAGE = "rustfs-vllm/rustfs:1.0.1-local"
 STANDIN_IMAGE = "rustfs-vllm/rclone-s3-standin:1.75.2"
 RESULTS = ROOT / ".state" / "k8s" / "e2e-timings.json"
-PORT_A, PORT_B, S3_PORT = 30811, 30812, 30911
+# NodePorts of this run: a namespace an earlier run left Terminating still holds its own
+PORT_A, PORT_B, S3_PORT = (31000 + 3 * secrets.randbelow(500) + i for i in range(3))
 # seconds after a node is lost by which its pods are out of the Services: the node controller's
 # grace period (kube-controller-manager --node-monitor-grace-period, 50 s in 1.34) and the endpoint updates
 LOSS_SETTLED = 90
@@ -71,16 +70,6 @@ def changes(stack: Stack, *args: str) -> dict:
     """`pulumi preview` as JSON: {urn name: op} for every step that is not `same`."""
     out = json.loads(stack.run("preview", "--json", *args).stdout)
     return {s["urn"].split("::")[-1]: s["op"] for s in out.get("steps", []) if s["op"] != "same"}
-
-
-def command_lines() -> str:
-    out = []
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            out.append(Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace"))
-        except OSError:
-            continue
-    return "\n".join(out)
 
 
 @pytest.fixture(scope="module")
@@ -216,7 +205,7 @@ def scan_for_keys(stack: Stack, ns: str, keys: tuple[str, ...]) -> None:
     yaml_all = kubectl("get", "deploy,ds,sts,svc,pods,configmaps,pvc", "-n", ns, "-o", "yaml").stdout
     logs = "\n".join(kubectl("logs", "-n", ns, p["metadata"]["name"], "--all-containers", check=False).stdout
                      for p in kget("pods", "-n", ns)["items"])
-    for where, text in (("state", state), ("objects", yaml_all), ("logs", logs), ("command lines", command_lines())):
+    for where, text in (("state", state), ("objects", yaml_all), ("logs", logs), ("command lines", process_command_lines())):
         for key in keys:
             assert key not in text, f"a key in plain text in the {where}"
     assert "secretKeyRef" in yaml_all     # the pods do read the keys, by reference

@@ -100,6 +100,17 @@ def test_cluster_keys_and_replicas_are_refused_on_docker(tmp_path):
     assert KEYS[0] not in found and "BEGIN" not in found
 
 
+def test_a_docker_stack_with_the_engines_declared_defaults_is_fine(tmp_path):
+    """The engine passes Pulumi.yaml's declared defaults (as strings) like values the user set."""
+    from components.config import schema
+
+    declared = {k.name: str(k.default) for k in schema.KEYS
+                if k.name in ("kubeS3NodePort", "rustfsStorageSize", "rcloneImage", "kubeStorageClass")}
+    cfg = load({**declared, "environment": "dev", "models": [{"name": "a", "source": str(make_model(tmp_path / "a"))}]})
+    assert cfg.kube is None
+    assert load(raw(tmp_path, rustfsPort="9000")).kube is not None     # the declared default, on a cluster
+
+
 def test_preflight_names_an_unreachable_api_server(tmp_path):
     cfg = load(raw(tmp_path))
     found = kube_preflight.check(cfg, connect=lambda host, port: f"no route to {host}:{port}")
