@@ -3,11 +3,15 @@ kubeconfig, the namespace, and one Secret holding every key the pods need.
 
 - The namespace is made when missing and kept by destroy (``retain_on_delete``): it holds RustFS's
   volume claim, and deleting a namespace deletes every claim in it.
-- The Secret (``<prefix>-keys``) holds the S3 keys, the AWS credentials file the streamer reads, the
-  rclone serve s3 stand-in's auth key and the vLLM API key. Pods read it by reference
-  (``secretKeyRef``, secret volumes): no key is in a pod spec, an env value or ``kubectl get -o yaml`` of
-  anything but the Secret. Its ``resourceVersion`` goes into the pod templates' annotations, so new
-  keys roll the pods that read them and nothing else (the bucket and uploads are not replaced).
+- The Secret (``<prefix>-keys-<suffix>``, named by Pulumi) holds the S3 keys, the AWS credentials file
+  the streamer reads, the rclone serve s3 stand-in's auth key and the vLLM API key. Pods read it by
+  reference (``secretKeyRef``, secret volumes): no key is in a pod spec, an env value or ``kubectl get
+  -o yaml`` of anything but the Secret. New keys make a new Secret (the provider replaces a Secret
+  whose data changes), created before the old one goes: the pod templates name it, so the pods that
+  read it roll (an update, shown by preview) and nothing is replaced, not the bucket, the uploads or a
+  workload. With a fixed name the replacement would have to delete first, and Pulumi would then
+  replace everything that depends on the Secret, every StatefulSet, DaemonSet and Deployment (tried on
+  the test cluster).
 """
 from __future__ import annotations
 
@@ -25,7 +29,6 @@ AWS_CREDENTIALS = "aws-credentials"
 RCLONE_AUTH_KEY = "rclone-auth-key"
 API_KEY = "vllm-api-key"
 CA_FILE = "s3-ca.pem"
-KEYS_VERSION = "rustfs-vllm/keys-version"   # pod template annotation: the Secret's resourceVersion
 
 
 @dataclass
@@ -51,7 +54,7 @@ class KubeCluster(pulumi.ComponentResource):
             pulumi.ResourceOptions(parent=self))
         self.on_cluster = pulumi.ResourceOptions(parent=self, provider=self.provider)
         self.ns = k8s.core.v1.Namespace(f"{name}-namespace", k8s.core.v1.NamespaceInitArgs(
-            metadata=meta(args.namespace, None, args.stack, "namespace")),  # type: ignore[arg-type]
+            metadata=meta(args.namespace, None, args.stack, "namespace")),
             pulumi.ResourceOptions(parent=self, provider=self.provider, retain_on_delete=True))
         self.namespace = self.ns.metadata.apply(lambda m: m.name)
         ca = open(args.ca_bundle, encoding="utf-8").read() if args.ca_bundle else None
@@ -64,14 +67,14 @@ class KubeCluster(pulumi.ComponentResource):
             if ca is not None:
                 out[CA_FILE] = ca
             return out
-        self.secret = k8s.core.v1.Secret(f"{name}-keys", k8s.core.v1.SecretInitArgs(
-            metadata=meta(f"{args.name_prefix}-keys", args.namespace, args.stack, "keys"),
+        # no metadata.name: Pulumi names it <prefix>-keys-<random>, a new one for new keys (see above)
+        self.secret = k8s.core.v1.Secret(f"{args.name_prefix}-keys", k8s.core.v1.SecretInitArgs(
+            metadata=meta(None, args.namespace, args.stack, "keys"),
             type="Opaque",
             string_data=pulumi.Output.secret(pulumi.Output.all(args.access_key, args.secret_key, args.api_key)
                                              .apply(data))),
             self.child(depends_on=[self.ns]))
-        self.secret_name = f"{args.name_prefix}-keys"
-        self.keys_version = self.secret.metadata.apply(lambda m: m.resource_version or "")
+        self.secret_name: pulumi.Output[str] = self.secret.metadata.apply(lambda m: m.name)
         self.register_outputs({"namespace": self.namespace})
 
     def child(self, parent: Optional[pulumi.Resource] = None, **kw: object) -> pulumi.ResourceOptions:

@@ -30,7 +30,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components.config.kube import gpu_count
-from components.kube.cluster import API_KEY, AWS_CREDENTIALS, CA_FILE, KEYS_VERSION, KubeCluster
+from components.kube.cluster import API_KEY, AWS_CREDENTIALS, CA_FILE, KubeCluster
 from components.kube.mount import REVISION, host_path
 from components.kube.names import dns_name, labels, meta
 from components.serving import streamer
@@ -93,8 +93,7 @@ class KubeModel(pulumi.ComponentResource):
         mounts, volumes, init = _volumes(args)
         gpus = gpu_count(args.gpus)
         health = k8s.core.v1.HTTPGetActionArgs(path="/health", port="http")
-        annotations = pulumi.Output.all(args.revision, c.keys_version).apply(
-            lambda v: {REVISION: v[0], KEYS_VERSION: v[1]})
+        annotations = pulumi.Output.from_input(args.revision).apply(lambda r: {REVISION: r})
         self.deployment = k8s.apps.v1.Deployment(f"{name}-deployment", k8s.apps.v1.DeploymentInitArgs(
             metadata=meta(obj, c.namespace_name, c.stack, "vllm", args.prefix),
             spec=k8s.apps.v1.DeploymentSpecArgs(

@@ -13,7 +13,7 @@ mount it makes there reaches the node, and from there every vLLM pod that binds 
   none stays in the node or the pods that bind it; the pods see the new mount when it comes.
 - Ready once ``config.json`` is visible through the mount. The model's revision is an annotation
   of the pod template: new weights roll the DaemonSet (fresh rclone, fresh directory cache); new
-  keys (the Secret's version) too.
+  keys too (a new Secret, whose name the pod template holds).
 
 One DaemonSet per model: adding, changing or removing one model touches only its own.
 """
@@ -25,7 +25,7 @@ from typing import Sequence
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components.kube.cluster import ACCESS_KEY, CA_FILE, KEYS_VERSION, SECRET_KEY, KubeCluster
+from components.kube.cluster import ACCESS_KEY, CA_FILE, SECRET_KEY, KubeCluster
 from components.kube.names import dns_name, labels, meta
 
 REVISION = "rustfs-vllm/revision"
@@ -80,8 +80,7 @@ class KubeMount(pulumi.ComponentResource):
         if args.has_ca:
             mounts.append(k8s.core.v1.VolumeMountArgs(name="ca", mount_path=CA_IN_POD, read_only=True))
             volumes.append(c.secret_volume("ca", {CA_FILE: CA_FILE}))
-        annotations = pulumi.Output.all(args.revision, c.keys_version).apply(
-            lambda v: {REVISION: v[0], KEYS_VERSION: v[1]})
+        annotations = pulumi.Output.from_input(args.revision).apply(lambda r: {REVISION: r})
         source = pulumi.Output.from_input(args.bucket).apply(lambda b: f"{b}/{args.prefix}")
         self.daemonset = k8s.apps.v1.DaemonSet(f"{name}-daemonset", k8s.apps.v1.DaemonSetInitArgs(
             metadata=meta(f"{args.name_prefix}-mount-{dns_name(args.prefix)}"[:63], c.namespace_name, c.stack,

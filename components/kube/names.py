@@ -22,7 +22,7 @@ def labels(stack: str, component: str, model: str = "") -> dict[str, str]:
     return out
 
 
-def meta(name: str, namespace: str, stack: str, component: str, model: str = "",
+def meta(name: str | None, namespace: str | None, stack: str, component: str, model: str = "",
          annotations: dict[str, str] | None = None) -> k8s.meta.v1.ObjectMetaArgs:
     return k8s.meta.v1.ObjectMetaArgs(name=name, namespace=namespace, labels=labels(stack, component, model),
                                       annotations=annotations)

@@ -21,7 +21,7 @@ from typing import Optional
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components.kube.cluster import ACCESS_KEY, KEYS_VERSION, RCLONE_AUTH_KEY, SECRET_KEY, KubeCluster
+from components.kube.cluster import ACCESS_KEY, RCLONE_AUTH_KEY, SECRET_KEY, KubeCluster
 from components.kube.names import labels, meta
 from components.storage.s3_server import credential_check, describe
 
@@ -63,7 +63,10 @@ class KubeS3Server(pulumi.ComponentResource):
             # a preview of a new Service has no cluster IP yet (the API server assigns it at create)
             self.cluster_endpoint = self.service.spec.apply(
                 lambda s: f"http://{s.cluster_ip or '<cluster IP, assigned at create>'}:{S3_PORT}")
-        self.credentials = credential_check(self, name, args, self.statefulset.id if self.statefulset else "external")
+        # retried up to 5 minutes: the StatefulSet's update is reported done before its pod has restarted
+        # (components/providers/credentials.py); a wrong key fails once that time has gone
+        self.credentials = credential_check(self, name, args, self.statefulset.id if self.statefulset else "external",
+                                            wait_seconds=300)
         self.ready = [*self.ready, self.credentials]
         self.endpoint = pulumi.Output.from_input(args.endpoint)
         self.kind = pulumi.Output.from_input(describe(args.kind, args.image) + " on Kubernetes"
@@ -103,8 +106,7 @@ class KubeS3Server(pulumi.ComponentResource):
                 volume_claim_templates=[k8s.core.v1.PersistentVolumeClaimArgs(
                     metadata=k8s.meta.v1.ObjectMetaArgs(name="data", labels=select), spec=claim)],
                 template=k8s.core.v1.PodTemplateSpecArgs(
-                    metadata=k8s.meta.v1.ObjectMetaArgs(labels=select, annotations=c.keys_version.apply(
-                        lambda v: {KEYS_VERSION: v})),
+                    metadata=k8s.meta.v1.ObjectMetaArgs(labels=select),
                     spec=k8s.core.v1.PodSpecArgs(
                         security_context=k8s.core.v1.PodSecurityContextArgs(
                             run_as_user=RUSTFS_UID, run_as_group=RUSTFS_UID, fs_group=RUSTFS_UID),

@@ -11,9 +11,16 @@ credentials looks healthy. So after the server answers and before anything else,
 and fails with the real cause: "the server runs on RustFS's default keys: it never received the
 configured ones" is a different fix from "the keys are wrong". It runs again whenever the keys,
 the endpoint or the server container change; nothing runs during preview.
+
+``wait_seconds`` (the Kubernetes target): the check is retried until it passes or that many seconds
+have gone, then fails with the last cause. pulumi-kubernetes 4.25.0 reports a StatefulSet's update
+done before its controller has seen it (its await compares revisions without the observed
+generation): on the test cluster the check ran 0.3 s after new keys were applied, while RustFS's pod
+was restarting (unreachable), and a pod that has not restarted yet still holds the old keys.
 """
 from __future__ import annotations
 
+import time
 from typing import Any, Optional
 
 import pulumi
@@ -24,7 +31,7 @@ from components.dynamic import secret_outputs
 from components.errors import ProviderError
 
 DEFAULT_KEY = "rustfsadmin"
-INPUTS = ("endpoint", "access_key", "secret_key", "defaults_allowed", "server", "kind", "ca_bundle")
+INPUTS = ("endpoint", "access_key", "secret_key", "defaults_allowed", "server", "kind", "ca_bundle", "wait_seconds")
 
 
 def _works(props: dict[str, Any], access: str, secret: str) -> tuple[bool, BaseException | None]:
@@ -33,6 +40,18 @@ def _works(props: dict[str, Any], access: str, secret: str) -> tuple[bool, BaseE
         return True, None
     except Exception as exc:  # noqa: BLE001 - classified by the caller
         return False, exc
+
+
+def check_until(props: dict[str, Any]) -> None:
+    """``check``, retried for ``wait_seconds`` (default: once)."""
+    deadline = time.monotonic() + float(props.get("wait_seconds") or 0)
+    while True:
+        try:
+            return check(props)
+        except ProviderError:
+            if time.monotonic() >= deadline:
+                raise
+            time.sleep(2)
 
 
 def check(props: dict[str, Any]) -> None:
@@ -62,14 +81,14 @@ def check(props: dict[str, Any]) -> None:
 
 class CredentialCheckProvider(ResourceProvider):
     def create(self, props: dict[str, Any]) -> CreateResult:
-        check(props)
+        check_until(props)
         return CreateResult(f"credentials-{props['endpoint']}", dict(props))
 
     def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
         return DiffResult(changes=any(olds.get(k) != news.get(k) for k in INPUTS), replaces=[])
 
     def update(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
-        check(news)
+        check_until(news)
         return UpdateResult(dict(news))
 
 

@@ -79,13 +79,14 @@ def labels(stack: str, role: str, **extra: str) -> list[docker.ContainerLabelArg
 
 
 def credential_check(owner: pulumi.Resource, name: str, args: "S3ServerArgs | KubeS3ServerArgs",
-                     server: pulumi.Input[str]) -> CredentialCheckResource:
+                     server: pulumi.Input[str], wait_seconds: int = 0) -> CredentialCheckResource:
     """Proves from this machine, once the server answers (``owner.ready``), that the configured keys
     work and RustFS's defaults do not; ``server`` (its container or StatefulSet) re-runs it when replaced."""
     return CredentialCheckResource(f"{name}-credentials", {
         "endpoint": args.endpoint, "kind": args.kind, "defaults_allowed": args.defaults_allowed, "server": server,
         "access_key": pulumi.Output.secret(args.access_key), "secret_key": pulumi.Output.secret(args.secret_key),
         **({"ca_bundle": args.ca_bundle} if args.ca_bundle else {}),
+        **({"wait_seconds": wait_seconds} if wait_seconds else {}),
     }, pulumi.ResourceOptions(parent=owner, depends_on=list(owner.ready)))  # type: ignore[attr-defined]
 
 

@@ -74,3 +74,49 @@ def test_an_unreachable_endpoint_is_reported_as_such():
     with pytest.raises(ProviderError) as err:
         check(props(f"http://127.0.0.1:{free_port()}"))
     assert "is unreachable" in str(err.value)
+
+
+def test_with_wait_seconds_a_server_restarting_with_new_keys_passes(server, tmp_path):
+    """The Kubernetes target's case: new keys applied, the check starts while the old server still
+    answers with the old keys, and the new one comes up a few seconds later."""
+    import threading
+    import time
+
+    from components.providers.credentials import check_until
+
+    old = serve(tmp_path / "old", '"old-access-key-0001,old-secret-key-0001"')
+    endpoint = old[1]
+    port = int(endpoint.rsplit(":", 1)[1])
+    restarted: list[subprocess.Popen] = []
+
+    def restart() -> None:
+        time.sleep(3)
+        old[0].kill()
+        old[0].wait()
+        restarted.append(start_rclone_s3(tmp_path / "new", port, auth_keys=f'"{ACCESS},{SECRET}"'))
+
+    (tmp_path / "new").mkdir()
+    t = threading.Thread(target=restart)
+    t.start()
+    started = time.monotonic()
+    try:
+        check_until(props(endpoint, wait_seconds=60))
+        assert time.monotonic() - started >= 3      # it did wait for the new server
+    finally:
+        t.join()
+        for p in restarted:
+            p.kill()
+            p.wait()
+
+
+def test_with_wait_seconds_wrong_keys_still_fail_with_their_cause(server):
+    import time
+
+    from components.providers.credentials import check_until
+
+    endpoint = server('"other-access-key-01,other-secret-key-01"')
+    started = time.monotonic()
+    with pytest.raises(ProviderError) as err:
+        check_until(props(endpoint, wait_seconds=4))
+    assert time.monotonic() - started >= 4
+    assert "rejected the credentials" in str(err.value) and SECRET not in str(err.value)

