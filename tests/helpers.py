@@ -167,10 +167,4 @@ def make_hf_cache(model: Path, cache: Path, repo: str = "HuggingFaceTB/SmolLM2-1
 
 def process_command_lines() -> str:
     """Every process's command line on this machine, one per line (what `ps` shows)."""
-    out = []
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            out.append(Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace"))
-        except OSError:
-            continue
-    return "\n".join(out)
+    return "\n".join(cmdline(int(pid)) for pid in os.listdir("/proc") if pid.isdigit())

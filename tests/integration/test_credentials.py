@@ -4,11 +4,13 @@ RustFS that never received its keys does), one that takes both, and wrong keys."
 from __future__ import annotations
 
 import subprocess
+import threading
+import time
 from pathlib import Path
 
 import pytest
 
-from components.providers.credentials import check
+from components.providers.credentials import check, check_until
 from components.errors import ProviderError
 from tests.helpers import free_port, start_rclone_s3
 from tests.integration.conftest import ACCESS, SECRET
@@ -79,11 +81,6 @@ def test_an_unreachable_endpoint_is_reported_as_such():
 def test_with_wait_seconds_a_server_restarting_with_new_keys_passes(server, tmp_path):
     """The Kubernetes target's case: new keys applied, the check starts while the old server still
     answers with the old keys, and the new one comes up a few seconds later."""
-    import threading
-    import time
-
-    from components.providers.credentials import check_until
-
     old = serve(tmp_path / "old", '"old-access-key-0001,old-secret-key-0001"')
     endpoint = old[1]
     port = int(endpoint.rsplit(":", 1)[1])
@@ -110,10 +107,6 @@ def test_with_wait_seconds_a_server_restarting_with_new_keys_passes(server, tmp_
 
 
 def test_with_wait_seconds_wrong_keys_still_fail_with_their_cause(server):
-    import time
-
-    from components.providers.credentials import check_until
-
     endpoint = server('"other-access-key-01,other-secret-key-01"')
     started = time.monotonic()
     with pytest.raises(ProviderError) as err:
