@@ -2,7 +2,7 @@
 
     S3Server (ready) -> Bucket -> per model: ModelUpload
                                   per host: MountRoot, MountCache -> per model on that host:
-                                            RcloneMount -> VllmServer -> SmokeTest
+                                            RcloneMount (or ModelCopy) -> VllmServer -> SmokeTest
 
 A host is this machine (local commands, the local Docker socket) or a remote one: then its Docker
 is a pulumi-docker provider over ``ssh://``, its mounts are pulumi-command ``remote.Command``s,
@@ -27,9 +27,11 @@ import pulumi_docker as docker
 
 from components.serving.balancer import Balancer, BalancerArgs, Route
 from components.storage.bucket import Bucket, BucketArgs
+from components.config.schema import LOCAL_COPY
 from components.config.spec import ModelSpec, StackConfig
 from components.hosts.types import Host, hosts_of
 from components.storage.model_upload import ModelUpload, ModelUploadArgs
+from components.mounting.copies import ModelCopy, ModelCopyArgs, copy_root
 from components.mounting.mounts import MountCache, MountCacheArgs, MountRoot, MountRootArgs, RcloneMount, RcloneMountArgs, remote_name
 from components.storage.s3_server import S3Server, S3ServerArgs
 from components.serving import streamer
@@ -131,6 +133,16 @@ class ServingStack(pulumi.ComponentResource):
                                 "(loadFormat runai_streamer; no mount)")
                 self._add_server(host, m, self._server(host, m, image, on_docker, [upload], access_key, secret_key))
                 continue
+            if m.load_format == LOCAL_COPY:   # copied to the host's disk once per revision; vLLM reads it there
+                copy = ModelCopy(f"{p}copy-{m.prefix}", ModelCopyArgs(
+                    remote=remote_name(cfg.name_prefix), endpoint=host.spec.s3_endpoint, bucket=self.bucket.name,
+                    prefix=m.prefix, access_key=access_key, secret_key=secret_key,
+                    root=copy_root(host.spec.mount_cache_dir, m.prefix), manifest=upload.manifest,
+                    revision=upload.revision, revision_digest=upload.revision_digest, host=host,
+                    flags=cfg.copy_flags, ca_bundle=cfg.ca_bundle, purge=cfg.purge_on_destroy),
+                    pulumi.ResourceOptions(parent=self, depends_on=[cache]))
+                self._add_server(host, m, self._server(host, m, image, on_docker, [copy], copy=copy))
+                continue
             mount = RcloneMount(f"{p}mount-{m.prefix}", RcloneMountArgs(
                 remote=remote_name(cfg.name_prefix), endpoint=host.spec.s3_endpoint, bucket=self.bucket.name,
                 prefix=m.prefix, access_key=access_key, secret_key=secret_key, root=host.spec.mount_path,
@@ -152,7 +164,7 @@ class ServingStack(pulumi.ComponentResource):
 
     def _server(self, host: Host, m: ModelSpec, image: docker.RemoteImage, on_docker: pulumi.ResourceOptions,
                 after: list[pulumi.Resource], access_key: pulumi.Input[str] = "",
-                secret_key: pulumi.Input[str] = "") -> VllmServer:
+                secret_key: pulumi.Input[str] = "", copy: Optional[ModelCopy] = None) -> VllmServer:
         """The model's vLLM container on ``host``, reading its mount (or streaming from the bucket, given
         the keys); GPUs from the model, the host or the stack."""
         cfg = self.cfg
@@ -169,6 +181,7 @@ class ServingStack(pulumi.ComponentResource):
             kv_cache_space_gib=m.kv_cache_space_gib, extra_args=m.extra_args, env={**cfg.vllm_env, **m.env},
             api_key=pulumi.Output.secret(cfg.vllm_api_key), has_api_key=bool(cfg.vllm_api_key),
             shm_size=cfg.vllm_shm_size, gpus=gpus, restart=cfg.vllm_restart, ready_timeout=cfg.vllm_ready_timeout,
-            **host.readiness(), **stream),
+            **host.readiness(), **stream,
+            **({"weights_dir": copy.path, "copy_generation": copy.generation} if copy else {})),
             pulumi.ResourceOptions(parent=self, depends_on=after,
                                    providers=[on_docker.provider] if on_docker.provider else None))

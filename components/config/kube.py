@@ -103,6 +103,9 @@ def check_models(r: Reader, v: dict[str, Any]) -> None:
                   "no balancerPort with target: kubernetes (the model's Service spreads requests over its pods)")
         if m.gpus and not GPU_COUNT_RE.fullmatch(m.gpus):
             r.bad(f"{key}.gpus", m.gpus, "'count=N' or empty with target: kubernetes (the nvidia.com/gpu resource)")
+        if m.load_format == "local_copy":
+            r.bad(f"{key}.loadFormat", m.load_format, "mount or runai_streamer with target: kubernetes (the node-local "
+                                                      "copy runs on Docker hosts only so far)")
     port = r.raw.get("rustfsPort")
     if v["s3_server"] != "external" and port not in (None, "") and str(port) != str(declared("rustfsPort").default):
         r.bad("rustfsPort", port, "unset with target: kubernetes (the S3 Service listens on 9000 in the cluster; "

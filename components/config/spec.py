@@ -58,7 +58,7 @@ class ModelSpec:
     gpus: Optional[str] = None                               # None: vllmGpus
     hosts: tuple[str, ...] = ()                              # the hosts it runs on (names)
     balancer_port: Optional[int] = None                      # entry point over its hosts (Balancer)
-    load_format: str = "mount"                               # "mount" or "runai_streamer" (streamed from S3)
+    load_format: str = "mount"                               # "mount", "runai_streamer" or "local_copy"
     replicas: int = 1                                        # target kubernetes: the Deployment's replicas
 
 
@@ -113,6 +113,7 @@ class StackConfig:
     ssh_private_key: str = ""                 # sshPrivateKey: reaches every remote host ("" = agent/~/.ssh)
     balancer_image: str = "nginx:1.22.1"      # balancerImage: the entry points' nginx
     kube: Optional["KubeSpec"] = None          # target kubernetes: the cluster (None: Docker hosts)
+    copy_flags: tuple[str, ...] = ()          # copyFlags: rclone copy flags of local_copy models ([] = defaults)
 
     def model(self, name: str) -> ModelSpec:
         return next(m for m in self.models if m.name == name)

@@ -4,6 +4,7 @@ Read-only: nothing here creates or changes anything."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 from dataclasses import dataclass, field
@@ -46,6 +47,24 @@ def local_facts() -> Optional[DockerFacts]:
     except Exception:  # noqa: BLE001 - no daemon here: the image and port checks, or up, say so
         return None
     return from_info(info, tuple(h for h in NVIDIA_HOOKS if shutil.which(h)), found)
+
+
+def image_label(image: str, key: str) -> str:
+    """A label of a local image ("" when the image, the label or the daemon is not there): facts
+    that a local build wrote on its image, e.g. where its binary came from."""
+    if not image or not LOCAL_IMAGE.match(image):
+        return ""
+    try:
+        import docker
+
+        labels = docker.from_env(timeout=10).images.get(image).labels or {}
+    except Exception:  # noqa: BLE001 - no daemon or no image: preflight and up say so
+        return ""
+    return str(labels.get(key, ""))
+
+
+# only this project's own local images are asked (rustfs-vllm/...): a remote image is never looked up
+LOCAL_IMAGE = re.compile(r"^rustfs-vllm/")
 
 
 REMOTE_SCRIPT = ("docker info --format '{{json .}}'; echo '--- hooks'; "

@@ -55,11 +55,12 @@ import stat
 import subprocess
 import sys
 import time
+from types import SimpleNamespace
 from typing import Any, Callable, Dict, Iterator, List, Mapping, NamedTuple, Optional, Sequence, TextIO, Tuple
 
 SUPERVISOR = "rustfs-vllm-mount-supervisor"
 FUSE = "fuse.rclone"
-USAGE = "usage: rclone-mount root-up|root-down|mount|unmount|cache-up|cache-down [--env-stdin]"
+USAGE = "usage: rclone-mount root-up|root-down|mount|unmount|cache-up|cache-down|copy-up|copy-down [--env-stdin]"
 DROPPED_FROM_RCLONE = ("AWS_CA_BUNDLE", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")
 
 # What a user does about an S3 error; shared with components/providers/s3.explain (boto3's errors)
@@ -626,8 +627,9 @@ def _size_of(path: str) -> str:
 
 
 def cache_down(env: Mapping[str, str]) -> None:
-    """Only what rclone made is removed: each model's --cache-dir holds vfs/ and vfsMeta/ and
-    nothing else; a folder with anything else in it, or files at the top, are left alone."""
+    """Only what rclone and the local copies made is removed: each model's --cache-dir holds vfs/,
+    vfsMeta/ and copy/ (loadFormat local_copy) and nothing else; a folder with anything else in it,
+    or files at the top, are left alone."""
     root = env["RV_CACHE_ROOT"]
     if not os.path.isdir(root):
         print(f"no rclone VFS cache at {root}")
@@ -641,7 +643,7 @@ def cache_down(env: Mapping[str, str]) -> None:
         d = f"{root}/{name}/"
         if name.startswith(".") or not os.path.isdir(d):
             continue
-        other = next((e for e in os.listdir(d) if e not in ("vfs", "vfsMeta")), None)
+        other = next((e for e in os.listdir(d) if e not in ("vfs", "vfsMeta", "copy")), None)
         if other is not None:
             print(f"left {d} alone: it holds files rclone did not make ({d}{other})")
         elif os.path.islink(d.rstrip("/")):
@@ -672,8 +674,24 @@ def read_env_stdin(stream: TextIO, env: Dict[str, str]) -> None:
             print(f"rclone-mount: ignoring unexpected variable {name} on stdin", file=sys.stderr)
 
 
+def copy_tool() -> Any:
+    """copy_tool.py, beside this file (here and in a host's tools folder): the node-local copies."""
+    import importlib.util
+
+    path = os.path.join(os.path.dirname(os.path.realpath(__file__)), "copy_tool.py")
+    spec = importlib.util.spec_from_file_location("rustfs_vllm_copy_tool", path)
+    if spec is None or spec.loader is None or not os.path.exists(path):
+        raise Fail(f"{path} is missing: the host's tools are incomplete (run pulumi up again)")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def run(action: str, env: Dict[str, str]) -> None:
     """Run one action with ``env`` (the process environment, or what came on stdin on top of it)."""
+    if action.startswith("copy-"):
+        copy_tool().run(action, env, SimpleNamespace(**globals()))   # this module's helpers
+        return
     if action.startswith("cache-"):
         _need(env, "RV_CACHE_ROOT")
         env["RV_ROOT"] = env.get("RV_ROOT") or "/nonexistent"

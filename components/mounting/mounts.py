@@ -100,6 +100,15 @@ def remote_name(name_prefix: str) -> str:
     return re.sub(r"[^A-Za-z0-9]", "_", name_prefix).upper()
 
 
+def remote_env(remote: str, endpoint: str, access_key: str, secret_key: str) -> dict[str, str]:
+    """rclone's remote ``remote`` for RustFS (path style, us-east-1), keys in RCLONE_CONFIG_* variables."""
+    r = remote
+    return {f"RCLONE_CONFIG_{r}_TYPE": "s3", f"RCLONE_CONFIG_{r}_PROVIDER": "Other",
+            f"RCLONE_CONFIG_{r}_ENDPOINT": endpoint, f"RCLONE_CONFIG_{r}_REGION": "us-east-1",
+            f"RCLONE_CONFIG_{r}_FORCE_PATH_STYLE": "true",
+            f"RCLONE_CONFIG_{r}_ACCESS_KEY_ID": access_key, f"RCLONE_CONFIG_{r}_SECRET_ACCESS_KEY": secret_key}
+
+
 def expectations(manifest: Mapping[str, Mapping[str, object]]) -> dict[str, list]:
     """{file: [size, sha256 or ""]}: what must be visible through the mount before it counts."""
     return {rel: [int(e["size"]), str(e["sha256"]) if int(e["size"]) < HASHED_BELOW else ""]
@@ -137,10 +146,7 @@ class RcloneMount(pulumi.ComponentResource):
             "RV_LOG": host.log_file(args.prefix), "RV_EXPECT": expect, "RV_MARKER": marker,
             "RV_GENERATION": str(gen),
             **({"RV_CA_CERT": host.ca_path or args.ca_bundle} if args.ca_bundle else {}),
-            f"RCLONE_CONFIG_{r}_TYPE": "s3", f"RCLONE_CONFIG_{r}_PROVIDER": "Other",
-            f"RCLONE_CONFIG_{r}_ENDPOINT": v[0], f"RCLONE_CONFIG_{r}_REGION": "us-east-1",
-            f"RCLONE_CONFIG_{r}_FORCE_PATH_STYLE": "true",
-            f"RCLONE_CONFIG_{r}_ACCESS_KEY_ID": v[2], f"RCLONE_CONFIG_{r}_SECRET_ACCESS_KEY": v[3],
+            **remote_env(r, v[0], v[2], v[3]),
         })
         self.command = host.command(
             self, name, "mount", "unmount", pulumi.Output.secret(env),

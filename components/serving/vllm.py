@@ -13,6 +13,9 @@ new weights replace the container (vLLM loads them at start); nothing about the 
 reaches vLLM as a secret file: a ``--config`` YAML file uploaded into the container (vLLM reads
 its options from it), never argv or environment, so ``docker inspect`` shows no key.
 
+A model with ``loadFormat: local_copy`` reads the host's own copy of its revision instead
+(components.mounting.copies), bound read-only at ``/models/<prefix>``: the same argv, local disk.
+
 A model with ``loadFormat: runai_streamer`` is given its prefix in the bucket instead of the mount
 (``--model s3://<bucket>/<prefix>/ --load-format runai_streamer``), its keys as a secret file, and the
 host's network: components.serving.streamer.
@@ -65,6 +68,8 @@ class VllmServerArgs:
     access_key: pulumi.Input[str] = ""
     secret_key: pulumi.Input[str] = ""
     ca_bundle: str = ""
+    weights_dir: Optional[pulumi.Input[str]] = None   # loadFormat local_copy: the host's copy, bound at model_dir
+    copy_generation: int = 0                          # a new copy (the old one was lost) needs a new container
 
     @property
     def streamed(self) -> bool:
@@ -121,14 +126,13 @@ class VllmServer(pulumi.ComponentResource):
             uploads=uploads,
             # a host-network container publishes nothing: its port is named in a label (preflight's own ports)
             labels=labels(args.stack, "vllm", model=args.served_name, revision=args.revision,
-                          **({"ports": str(args.port)} if args.streamed else {})),
+                          **({"ports": str(args.port)} if args.streamed else {}),
+                          **({"copy": f"generation-{args.copy_generation}"} if args.weights_dir is not None else {})),
             # a streamed model reads the bucket, not the mount, on the host's network (components.serving.streamer)
             ports=None if args.streamed else [
                 docker.ContainerPortArgs(internal=8000, external=args.port, ip=args.bind_address)],
             network_mode="host" if args.streamed else None,
-            mounts=None if args.streamed else [docker.ContainerMountArgs(
-                type="bind", source=args.mount_path, target="/models", read_only=True,
-                bind_options=docker.ContainerMountBindOptionsArgs(propagation="rslave"))],
+            mounts=_mounts(args),
             shm_size=shm_megabytes(args.shm_size),
             gpus=docker_gpus(args.gpus),
             restart=args.restart,
@@ -147,6 +151,18 @@ class VllmServer(pulumi.ComponentResource):
         self.container_id = self.container.id
         self.register_outputs({"base_url": self.base_url, "served_name": self.served_name,
                                "container_id": self.container_id})
+
+
+def _mounts(args: VllmServerArgs) -> Optional[list[docker.ContainerMountArgs]]:
+    """The weights: the mount root at /models (rslave: re-made mounts reach the container), or the
+    host's local copy of the model at /models/<prefix> (a plain folder), or nothing (streamed)."""
+    if args.streamed:
+        return None
+    if args.weights_dir is not None:
+        return [docker.ContainerMountArgs(type="bind", source=args.weights_dir, target=args.model_dir, read_only=True)]
+    return [docker.ContainerMountArgs(
+        type="bind", source=args.mount_path, target="/models", read_only=True,
+        bind_options=docker.ContainerMountBindOptionsArgs(propagation="rslave"))]
 
 
 def _uploads(args: VllmServerArgs, api_key: pulumi.Output[str]) -> Optional[pulumi.Output[list]]:

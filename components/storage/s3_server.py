@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Optional
 import pulumi
 import pulumi_docker as docker
 
+from components.hosts.docker_facts import image_label
 from components.serving import secret_files
 from components.serving.readiness import ReadinessWait, ReadinessWaitArgs
 from components.providers.credentials import CredentialCheckResource
@@ -40,11 +41,18 @@ KIND_LABELS = {
 LOCAL_RUSTFS = re.compile(r"^rustfs-vllm/rustfs:(?P<version>[^-]+)-local$")
 
 
-def describe(kind: str, image: str) -> str:
-    """The ``s3_server`` output: which server, and for RustFS which build of it."""
+# The label scripts/build-rustfs-image puts on its images: where the binary came from.
+SOURCE_LABEL = "rustfs-vllm.rustfs-source"
+
+
+def describe(kind: str, image: str, source: str = "") -> str:
+    """The ``s3_server`` output: which server, and for RustFS which build of it. ``source`` is the
+    local image's SOURCE_LABEL (a binary compiled here, or a prebuilt one and its checksum)."""
     if kind != "rustfs":
         return KIND_LABELS[kind]
     local = LOCAL_RUSTFS.match(image)
+    if local and source.startswith("prebuilt binary"):
+        return f"RustFS {local['version']} (local image {image} packed from a {source}; not the official image)"
     if local:
         return (f"RustFS {local['version']} (local build from the crates.io rustfs crate, image {image}; "
                 "not the official image)")
@@ -145,5 +153,5 @@ class S3Server(pulumi.ComponentResource):
         self.credentials = credential_check(self, name, args, self.container.id if self.container else "external")
         self.ready = [*self.ready, self.credentials]
         self.endpoint = pulumi.Output.from_input(args.endpoint)
-        self.kind = pulumi.Output.from_input(describe(args.kind, args.image))
+        self.kind = pulumi.Output.from_input(describe(args.kind, args.image, image_label(args.image, SOURCE_LABEL)))
         self.register_outputs({"endpoint": self.endpoint, "kind": self.kind})
