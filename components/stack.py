@@ -181,6 +181,7 @@ class ServingStack(pulumi.ComponentResource):
             kv_cache_space_gib=m.kv_cache_space_gib, extra_args=m.extra_args, env={**cfg.vllm_env, **m.env},
             api_key=pulumi.Output.secret(cfg.vllm_api_key), has_api_key=bool(cfg.vllm_api_key),
             shm_size=cfg.vllm_shm_size, gpus=gpus, restart=cfg.vllm_restart, ready_timeout=cfg.vllm_ready_timeout,
+            compile_cache=cfg.vllm_compile_cache,
             **host.readiness(), **stream,
             **({"weights_dir": copy.path, "copy_generation": copy.generation} if copy else {})),
             pulumi.ResourceOptions(parent=self, depends_on=after,

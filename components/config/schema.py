@@ -188,6 +188,9 @@ KEYS: tuple[Key, ...] = (
     _secret("vllmApiKey", "", "a string (set it with --secret)",
             "Optional API key the vLLM servers require (set with --secret); clients send Authorization: Bearer "
             "<key>."),
+    _bool("vllmCompileCache", True,
+          "Keep vLLM's and torch inductor's compile caches in a Docker volume per model, image and revision, so "
+          "a new container of the same model does not compile again (invalidated by a new image or revision)."),
     _choice("vllmRestart", "unless-stopped", RESTART_POLICIES,
             "Restart policy of the vLLM containers: no, always, on-failure or unless-stopped."),
     Key("vllmReadyTimeout", int, 900, "seconds, an integer 30-7200",

@@ -113,6 +113,7 @@ class StackConfig:
     ssh_private_key: str = ""                 # sshPrivateKey: reaches every remote host ("" = agent/~/.ssh)
     balancer_image: str = "nginx:1.22.1"      # balancerImage: the entry points' nginx
     kube: Optional["KubeSpec"] = None          # target kubernetes: the cluster (None: Docker hosts)
+    vllm_compile_cache: bool = False          # vllmCompileCache: a compile-cache volume per model, image, revision
     copy_flags: tuple[str, ...] = ()          # copyFlags: rclone copy flags of local_copy models ([] = defaults)
 
     def model(self, name: str) -> ModelSpec:

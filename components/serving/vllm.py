@@ -22,6 +22,7 @@ host's network: components.serving.streamer.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from dataclasses import dataclass, field
@@ -35,6 +36,11 @@ from components.serving.readiness import ReadinessWait, ReadinessWaitArgs
 from components.storage.s3_server import labels
 
 API_KEY_CONFIG = f"{secret_files.SECRETS_DIR}/vllm-api-key.yaml"
+# vllmCompileCache: where the volume is mounted, and the variables that put vLLM's torch.compile
+# cache (VLLM_CACHE_ROOT/torch_compile_cache) and torch inductor's (kernels, FX graphs, the
+# sampler's kernel compiled on the first sampled request) on it.
+COMPILE_CACHE = "/vllm-cache"
+COMPILE_CACHE_ENV = {"VLLM_CACHE_ROOT": f"{COMPILE_CACHE}/vllm", "TORCHINDUCTOR_CACHE_DIR": f"{COMPILE_CACHE}/inductor"}
 
 
 @dataclass
@@ -68,6 +74,7 @@ class VllmServerArgs:
     access_key: pulumi.Input[str] = ""
     secret_key: pulumi.Input[str] = ""
     ca_bundle: str = ""
+    compile_cache: bool = False                       # vllmCompileCache: a volume for vLLM's and inductor's caches
     weights_dir: Optional[pulumi.Input[str]] = None   # loadFormat local_copy: the host's copy, bound at model_dir
     copy_generation: int = 0                          # a new copy (the old one was lost) needs a new container
 
@@ -114,7 +121,8 @@ class VllmServer(pulumi.ComponentResource):
     def __init__(self, name: str, args: VllmServerArgs, opts: Optional[pulumi.ResourceOptions] = None) -> None:
         super().__init__("rustfs-vllm:serving:VllmServer", name, None, opts)
         api_key = pulumi.Output.secret(args.api_key)
-        env = {**dict(args.env),
+        cache = _compile_cache(name, args, self) if args.compile_cache else None
+        env = {**(COMPILE_CACHE_ENV if cache else {}), **dict(args.env),
                **({"VLLM_CPU_KVCACHE_SPACE": f"{args.kv_cache_space_gib:g}"} if args.kv_cache_space_gib else {}),
                **(streamer.env(args.s3_endpoint, bool(args.ca_bundle)) if args.streamed else {})}
         uploads = _uploads(args, api_key)
@@ -132,7 +140,7 @@ class VllmServer(pulumi.ComponentResource):
             ports=None if args.streamed else [
                 docker.ContainerPortArgs(internal=8000, external=args.port, ip=args.bind_address)],
             network_mode="host" if args.streamed else None,
-            mounts=_mounts(args),
+            mounts=_mounts(args, cache),
             shm_size=shm_megabytes(args.shm_size),
             gpus=docker_gpus(args.gpus),
             restart=args.restart,
@@ -153,16 +161,31 @@ class VllmServer(pulumi.ComponentResource):
                                "container_id": self.container_id})
 
 
-def _mounts(args: VllmServerArgs) -> Optional[list[docker.ContainerMountArgs]]:
+def _compile_cache(name: str, args: VllmServerArgs, parent: pulumi.Resource) -> docker.Volume:
+    """The model's compile-cache volume on its host, named by the image and the model's revision: a
+    new image or new weights get a new, empty volume (the old one is deleted after the container
+    that used it), so no cache outlives what it was compiled for."""
+    volume_name = pulumi.Output.all(args.image_id, args.revision).apply(
+        lambda v: f"{args.container_name}-compile-{hashlib.sha256(f'{v[0]}|{v[1]}'.encode()).hexdigest()[:12]}")
+    return docker.Volume(f"{name}-compile-cache", name=volume_name, labels=[
+        docker.VolumeLabelArgs(label=lbl.label, value=lbl.value)
+        for lbl in labels(args.stack, "compile-cache", model=args.served_name)],
+        opts=pulumi.ResourceOptions(parent=parent))
+
+
+def _mounts(args: VllmServerArgs, cache: Optional[docker.Volume] = None) -> Optional[list[docker.ContainerMountArgs]]:
     """The weights: the mount root at /models (rslave: re-made mounts reach the container), or the
-    host's local copy of the model at /models/<prefix> (a plain folder), or nothing (streamed)."""
+    host's local copy of the model at /models/<prefix> (a plain folder), or nothing (streamed); and
+    the compile-cache volume when there is one."""
+    cached = [docker.ContainerMountArgs(type="volume", source=cache.name, target=COMPILE_CACHE)] if cache else []
     if args.streamed:
-        return None
+        return cached or None
     if args.weights_dir is not None:
-        return [docker.ContainerMountArgs(type="bind", source=args.weights_dir, target=args.model_dir, read_only=True)]
+        return [docker.ContainerMountArgs(type="bind", source=args.weights_dir, target=args.model_dir, read_only=True),
+                *cached]
     return [docker.ContainerMountArgs(
         type="bind", source=args.mount_path, target="/models", read_only=True,
-        bind_options=docker.ContainerMountBindOptionsArgs(propagation="rslave"))]
+        bind_options=docker.ContainerMountBindOptionsArgs(propagation="rslave")), *cached]
 
 
 def _uploads(args: VllmServerArgs, api_key: pulumi.Output[str]) -> Optional[pulumi.Output[list]]:

@@ -128,10 +128,16 @@ def test_dev_stack_reproduces_the_guide(dev):
     assert vllm.plain("shmSize") == 2048                                     # --shm-size=2g, in MB
     assert vllm.plain("ports") == [{"internal": 8000, "external": 8000, "ip": "0.0.0.0"}]
     assert vllm.plain("restart") == "unless-stopped" and not vllm.plain("entrypoints")
-    [mount] = vllm.plain("mounts")
+    [mount, cache] = vllm.plain("mounts")
     assert mount == {"type": "bind", "target": "/models", "readOnly": True, "source": mount["source"],
                      "bindOptions": {"propagation": "rslave"}}      # mounts re-made under it reach it
     assert mount["source"].endswith("vllm-models")
+    # vllmCompileCache (default on): vLLM's and inductor's caches on a volume named by image and revision
+    volume = dev.one(VOLUME, "compile-cache")
+    assert cache == {"type": "volume", "source": volume.plain("name"), "target": "/vllm-cache"}
+    assert volume.plain("name").startswith("rvllm-dev-vllm-opt-125m-compile-")
+    assert "VLLM_CACHE_ROOT=/vllm-cache/vllm" in vllm.plain("envs")
+    assert "TORCHINDUCTOR_CACHE_DIR=/vllm-cache/inductor" in vllm.plain("envs")
     assert labels(vllm)["rustfs-vllm.model"] == "opt-125m" and labels(vllm)["rustfs-vllm.stack"] == "dev"
     # new weights replace the container; nothing about the mount does
     assert labels(vllm)["rustfs-vllm.revision"] == dev.stack.uploads["opt-125m"].revision_digest
@@ -214,7 +220,8 @@ def test_manifest_is_an_input(dev, tmp_path):
 
 def test_prod_example_shape(prod):
     assert not [r for r in prod.by_type(CONTAINER) if "s3" in r.name], "external endpoint: no server container"
-    assert not prod.by_type(VOLUME)
+    # no server volume (external endpoint); one compile-cache volume per model
+    assert sorted(r.name for r in prod.by_type(VOLUME)) == ["vllm-a-compile-cache", "vllm-b-compile-cache"]
     vllms = prod.by_type(CONTAINER)
     assert sorted(r.plain("name") for r in vllms) == ["rvllm-prod-vllm-a", "rvllm-prod-vllm-b"]
     assert {r.plain("gpus") for r in vllms} == {"all"}

@@ -55,7 +55,8 @@ def test_a_copied_model_has_a_copy_command_and_no_mount(graph, tmp_path):
 def test_the_container_binds_the_revisions_folder_at_the_guides_path(graph, tmp_path):
     b = graph.one(CONTAINER, "vllm-b-container")
     assert b.plain("command")[:2] == ["--model", "/models/b"]            # the guide's argv, unchanged
-    [bind] = b.plain("mounts")
+    [bind, cache] = b.plain("mounts")
+    assert cache["target"] == "/vllm-cache"
     assert bind["source"] == str(tmp_path / "cache" / "b" / "copy" / _revision(graph, "b"))
     assert bind["target"] == "/models/b" and bind["readOnly"] is True and not bind.get("bindOptions")
     assert {"label": "rustfs-vllm.copy", "value": "generation-0"} in b.plain("labels")
@@ -76,6 +77,9 @@ def test_a_new_revision_replaces_the_copy_and_the_container(tmp_path):
     assert t1 != t2 and _revision(g2, "b") in json.dumps(t2)
     s1, s2 = (g.one(CONTAINER, "vllm-b-container").plain("mounts")[0]["source"] for g in (g1, g2))
     assert s1 != s2 and s2.endswith(_revision(g2, "b"))
+    # and a new, empty compile cache: nothing compiled for other weights is reused
+    v1, v2 = (g.one("docker:index/volume:Volume", "vllm-b-compile-cache").plain("name") for g in (g1, g2))
+    assert v1 != v2
     # the other model is untouched
     assert g1.one(CONTAINER, "vllm-a-container").inputs == g2.one(CONTAINER, "vllm-a-container").inputs
 
@@ -131,3 +135,13 @@ def test_a_lost_copy_asks_for_the_next_generation(tmp_path, capsys):
     os.remove(folder / copy_tool.MARKER)
     assert copies.generation(str(marker), str(folder), True) == 3                  # lost: copied again
     assert copies.generation(str(marker), str(folder), False) == 2                 # a remote host: not looked at
+
+
+def test_the_compile_cache_can_be_turned_off(tmp_path):
+    raw = raw_config(tmp_path)
+    raw["vllmCompileCache"] = False
+    g = build(config.load(raw, "dev", str(ROOT)))
+    assert not [v for v in g.by_type("docker:index/volume:Volume") if "compile" in v.name]
+    b = g.one(CONTAINER, "vllm-b-container")
+    assert [m["target"] for m in b.plain("mounts")] == ["/models/b"]
+    assert not any(e.startswith(("VLLM_CACHE_ROOT=", "TORCHINDUCTOR_CACHE_DIR=")) for e in b.plain("envs") or [])

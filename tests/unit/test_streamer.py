@@ -40,7 +40,8 @@ def test_a_streamed_model_has_no_mount_and_reads_its_prefix(graph):
     assert argv[:2] == ["--model", "s3://weights/b/"]
     assert argv[argv.index("--load-format") + 1] == "runai_streamer"
     assert argv[argv.index("--port") + 1] == "8101" and "--host" in argv
-    assert b.plain("networkMode") == "host" and not b.plain("ports") and not b.plain("mounts")
+    assert b.plain("networkMode") == "host" and not b.plain("ports")
+    assert [m["target"] for m in b.plain("mounts")] == ["/vllm-cache"]      # only the compile cache, no weights
     assert {"label": "rustfs-vllm.ports", "value": "8101"} in b.plain("labels")   # preflight: our own port
     # the mounted model keeps the guide's container exactly
     a = graph.one(CONTAINER, "vllm-a-container")
