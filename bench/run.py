@@ -29,7 +29,6 @@ import shutil
 import subprocess
 import sys
 import time
-import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Callable
@@ -67,6 +66,22 @@ MOUNT_VARIANTS = {
     # the kernel's read-ahead on the FUSE mount (default 128 KiB): bigger requests to rclone
     "cache-full+readahead-4M": [*DEFAULT_MOUNT_FLAGS, "--max-read-ahead", "4M"],
 }
+
+
+def server_name(kind: str) -> str:
+    """Which server the figures are from: for RustFS, which build of it (the image's own label)."""
+    if kind != "rustfs":
+        return SERVERS[kind]
+    from components.hosts.docker_facts import image_label
+    from components.storage.s3_server import SOURCE_LABEL, describe
+    from tests.s3_under_test import RUSTFS_IMAGE
+
+    return describe("rustfs", RUSTFS_IMAGE, image_label(RUSTFS_IMAGE, SOURCE_LABEL)) + ", on loopback"
+
+
+def _commit() -> str:
+    out = subprocess.run(["git", "-C", str(ROOT), "describe", "--always", "--dirty"], capture_output=True, text=True)
+    return out.stdout.strip()
 
 
 def log(msg: str) -> None:
@@ -139,7 +154,8 @@ def empty_bucket(server: Server, bucket: str) -> None:
         server.client.delete_objects(Bucket=bucket, Delete={"Objects": [{"Key": k} for k in keys[i:i + 1000]]})
 
 
-def bench_upload(server: Server, sources: dict[str, Path], results: dict, headline: str | None = "synthetic") -> None:
+def bench_upload(server: Server, sources: dict[str, Path], results: dict, headline: str | None = "synthetic",
+                 rounds: int = stats.SAMPLES) -> None:
     """Ours (the program's sync, its default workers) against the guide's `rclone copy
     --transfers 4` and single-stream boto3, interleaved, SAMPLES rounds, into an emptied bucket."""
     out: dict[str, dict] = {}
@@ -168,7 +184,7 @@ def bench_upload(server: Server, sources: dict[str, Path], results: dict, headli
         got = stats.interleaved({
             "ours": sample(lambda: sync(dict(props))),
             "rclone_copy": sample(lambda: subprocess.run(rclone, env=server.rclone_env(), check=True)),
-            "boto3_single": sample(one_by_one)})
+            "boto3_single": sample(one_by_one)}, n=rounds)
         empty_bucket(server, bucket)
         sync(dict(props))      # then a no-op sync: everything there already (an `up` with no change)
         noop_s, noop = timed(sync, dict(props))
@@ -343,39 +359,31 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def bench_vllm(server: Server, ours: str, results: dict) -> None:
-    """vLLM's own model load of SmolLM2 per read path (bench.weights): local disk, our mount cold and
-    warm, and the Run:ai Model Streamer from the bucket, interleaved, SAMPLES rounds."""
-    from bench import weights
-
-    got = weights.bench_paths(server, MOUNT_VARIANTS[ours], MODEL, "up-real-model", weights.SMALL_ARGS)
-    results["load"]["vllm"] = got
-    results["load"].update({
-        "vllm_load_ratio_vs_local": got["mount_ratio_vs_local"],
-        "vllm_warm_load_ratio_vs_local": got["mount_warm_ratio_vs_local"],
-        "streamer_load_ratio_vs_local": got["streamer_ratio_vs_local"],
-        "streamer_load_ratio_vs_mount": got["streamer_ratio_vs_mount"],
-        "vllm_ready_s": got["ready_s"]["mount:cold"], "vllm_load_s": got["load_s"]["mount:cold"],
-        "vllm_local_load_s": got["load_s"]["local"], "streamer_load_s": got["load_s"]["streamer"]})
-    log(f"vllm load through the mount / local: {results['load']['vllm_load_ratio_vs_local']}; "
-        f"streamer / local: {results['load']['streamer_load_ratio_vs_local']}")
-
-
-def bench_big(server: Server, ours: str, results: dict) -> None:
-    """The 3.4 GB model (bench.big_model): upload against rclone copy, and vLLM's load per read path."""
-    from bench import big_model, weights
+def big_model_uploaded(server: Server, results: dict, rounds: int) -> Path:
+    """The 3.4 GB model (bench.big_model), built once, uploaded to bucket up-big-model (prefix m) with
+    our upload against rclone copy (``rounds`` samples); results["big"]["upload"]."""
+    from bench import big_model
 
     model = big_model.build(big_model.cache_dir() / big_model.NAME, big_model.cache_dir() / big_model.SMOLLM2)
     part: dict = {}
-    bench_upload(server, {"big-model": model}, part, headline=None)
-    got = weights.bench_paths(server, MOUNT_VARIANTS[ours], model, "up-big-model", weights.BIG_ARGS,
-                              streamer_variants={"streamer": {}, "streamer-c4": {"RUNAI_STREAMER_CONCURRENCY": "4"}})
-    results["big"] = {"model": model.name, "upload": part["upload"]["detail"]["big-model"], "load": got}
-    log(f"big model: upload ratio {part['upload']['detail']['big-model']['ratio_vs_rclone']}, "
-        f"load {got['load_s']}")
-    results["big"]["stack"] = bench_big_stack(model, weights.BIG_FIELDS, server.server.kind,
-                                              results.get("preview", {}).get("noop_s"))
-    log(f"big model stack: {results['big']['stack']}")
+    bench_upload(server, {"big-model": model}, part, headline=None, rounds=rounds)
+    results.setdefault("big", {}).update(model=model.name, upload=part["upload"]["detail"]["big-model"])
+    log(f"big model: upload ratio {part['upload']['detail']['big-model']['ratio_vs_rclone']}")
+    return model
+
+
+def bench_starts(server: Server, results: dict, full: bool, big: bool) -> None:
+    """A vLLM server's start in phases per read path, SmolLM2 and the 3.4 GB model (bench.start); in
+    full mode also the old per-path load comparison with the streamer variants and the big stack."""
+    from bench import start, weights
+
+    models = {"smollm2": (MODEL, "up-real-model", weights.SMALL_ARGS)}
+    if big:
+        models["big"] = (big_model_uploaded(server, results, 5 if full else 1), "up-big-model", weights.BIG_ARGS)
+    start.bench_all(server, results, models, full)
+    if big and full:
+        results["big"]["stack"] = bench_big_stack(models["big"][0], weights.BIG_FIELDS, server.server.kind,
+                                                  results.get("preview", {}).get("noop_s"))
 
 
 def bench_big_stack(model: Path, fields: dict, kind: str, quick_preview_s: float | None) -> dict:
@@ -559,17 +567,20 @@ def main() -> None:
         results = json.loads(out.read_text()) if out.exists() else {}
         server = Server(WORK / "s3data", args.server)
         try:
-            bench_big(server, results.get("load", {}).get("ours_variant", CURRENT_DEFAULT), results)
+            from bench import start, weights
+
+            model = big_model_uploaded(server, results, 5 if args.full else 1)
+            start.bench_all(server, results, {"big": (model, "up-big-model", weights.BIG_ARGS)}, True)
         finally:
             server.stop()
             shutil.rmtree(WORK / "s3data", ignore_errors=True)
-        results["big"]["machine_load"] = stats.LOAD.summary()
+        results["start"]["big"]["machine_load"] = stats.LOAD.summary()
         results["noisy"] = noisy(results)
         out.write_text(json.dumps(results, indent=2))
         table(results)
         return
     results: dict = {"mode": "full" if args.full else "quick", "started": time.strftime("%Y-%m-%dT%H:%M:%S"),
-                     "server": SERVERS[args.server]}
+                     "server": server_name(args.server), "commit": _commit()}
     total = (4 if args.full else 1) * 2**30
     results.setdefault("upload", {})
     if args.load_only:
@@ -595,11 +606,9 @@ def main() -> None:
         server = Server(WORK / "s3data", args.server)
         try:
             bench_upload(server, {"synthetic": synthetic, "real-model": MODEL}, results)
-            ours = bench_load(server, synthetic, results)
+            bench_load(server, synthetic, results)
             if not args.skip_vllm:
-                bench_vllm(server, ours, results)
-                if not args.skip_big:
-                    bench_big(server, ours, results)
+                bench_starts(server, results, args.full, big=not args.skip_big)
         finally:
             server.stop()
             shutil.rmtree(WORK / "s3data", ignore_errors=True)
@@ -620,6 +629,26 @@ def main() -> None:
     out.write_text(json.dumps(results, indent=2))
     table(results)
     print(f"\nwritten: {out}")
+
+
+def start_table(st: dict) -> None:
+    """start.<model>: the default path's cold and warm ratios, then every path's phases (medians)."""
+    for name in ("smollm2", "big"):
+        if name not in st:
+            continue
+        m = st[name]
+        print(f"\nstart, {name} (default path {st.get('default_path')}): ratios vs local disk, median (spread)")
+        for temp in ("cold", "warm"):
+            for k, v in m[temp].items():
+                if isinstance(v, dict):
+                    print(f"  start.{name}.{temp}.{k:40} {v['median']:>6} ({v['spread']:.2f}){' NOISY' if v['noisy'] else ''}")
+        if "warm_first_token_vs_baseline" in m:
+            v = m["warm_first_token_vs_baseline"]
+            print(f"  start.{name}.warm_first_token_vs_baseline (no --enforce-eager) {v['median']:>6} ({v['spread']:.2f})")
+        print(f"  {'path':12} " + " ".join(f"{p:>14}" for p in ("copy", "load_begins", "load", "ready", "first_token")))
+        for path, ph in m["detail"]["phases"].items():
+            print(f"  {path:12} " + " ".join(f"{ph[p]['median'] if p in ph else '':>14}"
+                                           for p in ("copy", "load_begins", "load", "ready", "first_token")))
 
 
 def noisy(results: dict, path: str = "") -> list[str]:
@@ -652,10 +681,6 @@ def table(r: dict) -> None:
         ("preview.noop_s", r.get("preview", {}).get("noop_s"), f"model {r.get('preview', {}).get('model_gib')} GiB"),
         ("load.cold_ratio_vs_ranged_get", ld["cold_ratio_vs_ranged_get"], f"target >= 0.8 ({ld['ours_variant']})"),
         ("load.warm_ratio_vs_local", ld["warm_ratio_vs_local"], "target >= 0.8"),
-        ("load.vllm_load_ratio_vs_local", ld.get("vllm_load_ratio_vs_local"), "target <= 1.2 (mount / local)"),
-        ("load.vllm_warm_load_ratio_vs_local", ld.get("vllm_warm_load_ratio_vs_local"), "a restart, mount cache warm"),
-        ("load.streamer_load_ratio_vs_local", ld.get("streamer_load_ratio_vs_local"), "Run:ai streamer / local"),
-        ("load.streamer_load_ratio_vs_mount", ld.get("streamer_load_ratio_vs_mount"), "streamer / mount (cold)"),
         ("up.total_s", r.get("up", {}).get("total_s"), "empty -> first completion"),
         ("up.noop_s", r.get("up", {}).get("noop_s"), "pulumi up with nothing changed"),
     ]
@@ -667,13 +692,8 @@ def table(r: dict) -> None:
             print(f"{k:36} {v['median']:>8} {v['min']:>8} {v['max']:>8}  {flag}{note}")
         else:
             print(f"{k:36} {str(v):>8} {'':>8} {'':>8}  {note}")
-    for label, paths in (("SmolLM2 (538 MB)", ld.get("vllm")), ("big model (3.4 GB)", r.get("big", {}).get("load"))):
-        if paths:
-            print(f"vLLM load, {label}: " + ", ".join(
-                f"{k} {v['median']} s ({paths['load_mb_per_s'][k]} MB/s)" for k, v in paths["load_s"].items())
-                + f"; streamer/local {paths['streamer_ratio_vs_local']['median']}, "
-                  f"mount/local {paths['mount_ratio_vs_local']['median']}")
-    if r.get("big"):
+    start_table(r.get("start", {}))
+    if r.get("big", {}).get("upload"):
         b = r["big"]["upload"]
         print(f"big model upload: ours {b['ours_s']['median']} s, rclone copy {b['rclone_copy_s']['median']} s, "
               f"ratio {b['ratio_vs_rclone']['median']} (spread {b['ratio_vs_rclone']['spread']})")

@@ -1,7 +1,6 @@
-"""vLLM's own model load, per read path, for one model: local disk (the baseline), our mount cold
-(fresh mount, empty VFS cache) and warm (a restart: the mount's cache full), and the Run:ai Model
-Streamer reading the bucket (``loadFormat: runai_streamer``). Page cache dropped before each sample;
-the contenders interleaved, bench.stats.SAMPLES rounds; every start answers one completion.
+"""One start of our vLLM image on a read path (local folder, mount, the host's copy, or the Run:ai
+Model Streamer from the bucket), timed in phases: bench.start runs the paths against each other.
+Every start answers one streamed default (sampled) completion.
 
 The load is timed the same way on every path: from vLLM's "Starting to load model" to the engine's
 next line once the model is in memory ("Reducing Torch threads ..."; model init and every weight
@@ -14,14 +13,13 @@ import json
 import re
 import time
 import urllib.request
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Optional, Sequence
+from typing import Optional, Sequence
 
 import docker
 
 from bench import run as base
-from bench import stats
 from components.serving import streamer
 
 SMALL_ARGS = ("--dtype", "float32", "--max-model-len", "512", "--enforce-eager")
@@ -44,6 +42,20 @@ class Start:
     load_s: float                   # "Starting to load model" -> "Warming up model"
     weights_s: Optional[float]      # the default loader's "Loading weights took" (None: the streamer)
     answer: str
+    # seconds from the container's start: vLLM begins to read weights, weights loaded, ready (/v1/models),
+    # first token of a streamed default (sampled) completion
+    phases: dict[str, float] = field(default_factory=dict)
+
+
+def phases(logs: str, t0: float, ready_at: float, first_token_at: float) -> dict[str, float]:
+    """The start in phases, in seconds since the container started (``t0``, epoch seconds), from
+    vLLM's own log timestamps (the load) and this machine's clock (ready, first token)."""
+    start = re.search(START, logs)
+    end = re.compile(END).search(logs, start.end()) if start else None
+    if not (start and end):
+        raise RuntimeError("vLLM's log has no 'Starting to load model' line, or none after it")
+    return {"load_begins": round(float(start.group(1)) - t0, 2), "weights_loaded": round(float(end.group(1)) - t0, 2),
+            "ready": round(ready_at - t0, 2), "first_token": round(first_token_at - t0, 2)}
 
 
 def load_seconds(logs: str) -> float:
@@ -64,11 +76,18 @@ def _support(work: Path) -> Path:
 
 
 def vllm_start(work: Path, model_args: Sequence[str], *, source_dir: Optional[Path] = None, prefix: str = "m",
-               s3: Optional[tuple[str, str]] = None, extra_env: Optional[dict[str, str]] = None) -> Start:
+               s3: Optional[tuple[str, str]] = None, extra_env: Optional[dict[str, str]] = None,
+               compile_cache: Optional[str] = None) -> Start:
     """Our vLLM image on ``source_dir/prefix`` (bound at /models), or with ``s3=(endpoint, bucket)`` on
-    ``s3://bucket/prefix/`` through the streamer (host network, keys as a file); ready and answering."""
+    ``s3://bucket/prefix/`` through the streamer (host network, keys as a file); ready and answering.
+    ``compile_cache``: a Docker volume for vLLM's and inductor's caches, as vllmCompileCache mounts it."""
+    from components.serving.vllm import COMPILE_CACHE, COMPILE_CACHE_ENV
+
     client, port, support = docker.from_env(), base._free_port(), _support(work)
     volumes = {str(support): {"bind": "/bench", "mode": "ro"}}
+    if compile_cache:
+        volumes[compile_cache] = {"bind": COMPILE_CACHE, "mode": "rw"}
+        extra_env = {**COMPILE_CACHE_ENV, **(extra_env or {})}
     env = {"VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_LOGGING_CONFIG_PATH": "/bench/logging.json", **(extra_env or {})}
     kwargs: dict = {}
     if s3:
@@ -81,16 +100,17 @@ def vllm_start(work: Path, model_args: Sequence[str], *, source_dir: Optional[Pa
         model, extra = f"/models/{prefix}", ()
         volumes[str(source_dir)] = {"bind": "/models", "mode": "ro"}
         kwargs["ports"] = {"8000/tcp": ("127.0.0.1", port)}
-    start = time.monotonic()
+    start, t0 = time.monotonic(), time.time()
     c = client.containers.run(base.VLLM_IMAGE, ["--model", model, "--served-model-name", "m", *model_args, *extra],
                               detach=True, shm_size="2g", environment=env, volumes=volumes, **kwargs)
     try:
         _wait_ready(c, port, start)
-        ready = time.monotonic() - start
-        answer = _complete(port)
+        ready, ready_at = time.monotonic() - start, time.time()
+        first_at, answer = first_token(port)
         logs = c.logs().decode(errors="replace")
         m = re.search(r"Loading weights took ([0-9.]+) seconds", logs)
-        return Start(round(ready, 2), load_seconds(logs), float(m.group(1)) if m else None, answer)
+        return Start(round(ready, 2), load_seconds(logs), float(m.group(1)) if m else None, answer,
+                     phases(logs, t0, ready_at, first_at))
     finally:
         c.remove(force=True)
 
@@ -111,71 +131,21 @@ def _wait_ready(c, port: int, start: float) -> None:
         time.sleep(0.5)
 
 
-def _complete(port: int) -> str:
-    """One completion as the OpenAI client sends it by default (sampled, no temperature)."""
-    body = json.dumps({"model": "m", "prompt": "RustFS is", "max_tokens": 4}).encode()
+def first_token(port: int) -> tuple[float, str]:
+    """A streamed completion as the OpenAI client sends it by default (sampled, no temperature): the
+    epoch time its first token arrived, and the whole text."""
+    body = json.dumps({"model": "m", "prompt": "RustFS is", "max_tokens": 4, "stream": True}).encode()
     req = urllib.request.Request(f"http://127.0.0.1:{port}/v1/completions", body, {"Content-Type": "application/json"})
+    first_at, text = 0.0, ""
     with urllib.request.urlopen(req, timeout=300) as r:
-        return json.loads(r.read())["choices"][0]["text"]
-
-
-# the streamer's own setting worth steering on few cores: how many ranged GETs it keeps in flight
-# (vLLM's default is the streamer's, 16); each variant is one more contender
-STREAMER_VARIANTS: dict[str, dict[str, str]] = {"streamer": {}}
-
-
-def bench_paths(server, flags: list[str], model: Path, bucket: str, model_args: Sequence[str],
-                n: int = stats.SAMPLES, streamer_variants: Optional[dict[str, dict[str, str]]] = None) -> dict:
-    """The read paths for ``model`` (uploaded at ``bucket``/m/), interleaved: their load and ready
-    seconds, and the ratios against local disk and the mount."""
-    variants = streamer_variants or STREAMER_VARIANTS
-    work = base.WORK
-    mnt, cache = work / f"mnt-{bucket}", work / f"mount-cache-{bucket}"
-    ready: dict[str, list[float]] = {}
-    answers: list[str] = []
-
-    def keep(name: str, s: Start) -> float:
-        ready.setdefault(name, []).append(s.ready_s)
-        answers.append(s.answer)
-        return s.load_s
-
-    def local() -> float:
-        base.drop_caches()
-        return keep("local", vllm_start(work, model_args, source_dir=model.parent, prefix=model.name))
-
-    def mounted(warm: bool) -> Callable[[], float]:
-        def run() -> float:
-            base.mount(server, bucket, mnt, flags, cache)
-            try:
-                if warm:                       # fill the mount's cache: every file read once
-                    for f in sorted((mnt / "m").iterdir()):
-                        base.read_sequential(f)
-                base.drop_caches()
-                return keep(f"mount:{'warm' if warm else 'cold'}", vllm_start(work, model_args, source_dir=mnt))
-            finally:
-                base.unmount(mnt)
-        return run
-
-    def streamed(name: str, env: dict[str, str]) -> Callable[[], float]:
-        def run() -> float:
-            base.drop_caches()
-            return keep(name, vllm_start(work, model_args, s3=(server.endpoint, bucket), extra_env=env))
-        return run
-
-    got = stats.interleaved({"local": local, "mount:cold": mounted(False), "mount:warm": mounted(True),
-                             **{name: streamed(name, env) for name, env in variants.items()}}, n=n)
-    size = sum(p.stat().st_size for p in model.glob("*.safetensors"))
-    return {
-        "weights_bytes": size, "samples": n,
-        "load_s": {k: v.summary(2) for k, v in got.items()},
-        "ready_s": {k: stats.Samples(v).summary(1) for k, v in ready.items()},
-        "load_mb_per_s": {k: round(size / v.median / 1e6, 1) for k, v in got.items()},
-        "mount_ratio_vs_local": stats.ratio(got["mount:cold"], got["local"]).summary(),
-        "mount_warm_ratio_vs_local": stats.ratio(got["mount:warm"], got["local"]).summary(),
-        "streamer_ratio_vs_local": stats.ratio(got["streamer"], got["local"]).summary(),
-        "streamer_ratio_vs_mount": stats.ratio(got["streamer"], got["mount:cold"]).summary(),
-        **{f"{name}_ratio_vs_local": stats.ratio(got[name], got["local"]).summary()
-           for name in variants if name != "streamer"},
-        "streamer_variants": variants,
-        "answered": all(a is not None for a in answers) and len(answers) == (3 + len(variants)) * n,
-        "an_answer": answers[0] if answers else None}
+        for raw in r:
+            line = raw.decode().strip()
+            if not line.startswith("data: ") or line == "data: [DONE]":
+                continue
+            piece = json.loads(line[6:])["choices"][0].get("text", "")
+            if not first_at:
+                first_at = time.time()
+            text += piece
+    if not first_at:
+        raise RuntimeError("the streamed completion sent no token")
+    return first_at, text

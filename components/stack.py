@@ -134,6 +134,9 @@ class ServingStack(pulumi.ComponentResource):
                 self._add_server(host, m, self._server(host, m, image, on_docker, [upload], access_key, secret_key))
                 continue
             if m.load_format == LOCAL_COPY:   # copied to the host's disk once per revision; vLLM reads it there
+                pulumi.log.info(f"models[{m.name}] on {host.name}: weights read from the host's copy of revision "
+                                f"{upload.revision_digest} in {copy_root(host.spec.mount_cache_dir, m.prefix)} "
+                                "(loadFormat local_copy; copied from the bucket when that revision is not there yet)")
                 copy = ModelCopy(f"{p}copy-{m.prefix}", ModelCopyArgs(
                     remote=remote_name(cfg.name_prefix), endpoint=host.spec.s3_endpoint, bucket=self.bucket.name,
                     prefix=m.prefix, access_key=access_key, secret_key=secret_key,

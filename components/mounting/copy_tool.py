@@ -34,7 +34,7 @@ import subprocess
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Dict, List, Mapping, Optional, Sequence
+from typing import Any, Dict, List, Mapping, Sequence
 
 MARKER = ".rustfs-vllm-copy.json"
 LOCK = ".lock"

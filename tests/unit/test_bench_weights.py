@@ -53,3 +53,34 @@ def test_the_load_is_read_from_vllms_timestamps():
     assert load_seconds(LOG) == pytest.approx(0.815)
     with pytest.raises(RuntimeError):
         load_seconds(LOG.split("\n", 1)[1])        # no start line
+
+
+def test_a_start_is_timed_in_phases_from_the_containers_start():
+    from bench.weights import phases
+
+    t0 = 1796138900.0
+    got = phases(LOG, t0, ready_at=t0 + 20.5, first_token_at=t0 + 22.25)
+    assert got == {"load_begins": 8.94, "weights_loaded": 9.75, "ready": 20.5, "first_token": 22.25}
+    with pytest.raises(RuntimeError):
+        phases("no vLLM lines at all", t0, t0, t0)
+
+
+def test_start_ratios_are_per_round_and_the_copy_counts_in_bucket_to_first_token():
+    from bench import start
+    from bench.stats import Samples
+    from bench.weights import Start
+
+    p = start.Paths.__new__(start.Paths)
+    p.starts, p.copy_s = {}, {}
+    for i in range(3):
+        p._keep("local", Start(20, 2.0, 2.0, "x", {"load_begins": 10, "weights_loaded": 12, "ready": 20,
+                                                  "first_token": 20.0 + i}))
+        p._keep("copy:cold", Start(20, 2.2, 2.2, "x", {"load_begins": 10, "weights_loaded": 12.2, "ready": 20.2,
+                                                      "first_token": 22.0 + i}), copy_s=4.0)
+    got = start.summary(p, {"local": Samples([20.0, 21.0, 22.0])})
+    r = got["ratios"]["copy:cold"]
+    assert r["load_ratio_vs_local"]["median"] == pytest.approx(1.1)
+    assert r["first_token_ratio_vs_local"]["median"] == pytest.approx(23 / 21, rel=1e-3)   # median of 22/20, 23/21, 24/22
+    assert r["bucket_to_first_token_ratio_vs_local"]["median"] == pytest.approx(27 / 21, rel=1e-3)
+    assert got["phases"]["copy:cold"]["copy"]["median"] == 4.0
+    assert got["phases"]["copy:cold"]["bucket_to_first_token"]["median"] == 27.0
