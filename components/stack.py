@@ -134,6 +134,11 @@ class ServingStack(pulumi.ComponentResource):
                 self._add_server(host, m, self._server(host, m, image, on_docker, [upload], access_key, secret_key))
                 continue
             if m.load_format == LOCAL_COPY:   # copied to the host's disk once per revision; vLLM reads it there
+                if not m.load_format_given and host.marker_file(m.prefix) and os.path.exists(host.marker_file(m.prefix)):
+                    pulumi.log.warn(f"models[{m.name}] on {host.name}: loadFormat now defaults to local_copy (vLLM reads "
+                                    "a copy on the host's disk: starts at local-disk speed, docs/PERFORMANCE.md section "
+                                    "14); this update replaces the model's rclone mount with that copy and its container "
+                                    "once. To keep the mount, set the model's loadFormat: mount")
                 pulumi.log.info(f"models[{m.name}] on {host.name}: weights read from the host's copy of revision "
                                 f"{upload.revision_digest} in {copy_root(host.spec.mount_cache_dir, m.prefix)} "
                                 "(loadFormat local_copy; copied from the bucket when that revision is not there yet)")

@@ -37,7 +37,8 @@ def load(raw: Mapping[str, Any], stack: str, project_dir: str) -> StackConfig:
     v["hosts"] = tuple(_hosts(r, v))
     _ssh_key(r, v)
     v["models"] = tuple(models_cfg.parse(r, project_dir, list(v["hosts"]),
-                                         kube_cfg.NODE_PORT_BASE if v["kube"] else 8000))
+                                         kube_cfg.NODE_PORT_BASE if v["kube"] else 8000,
+                                         models_cfg.KUBE_LOAD_FORMAT if v["kube"] else models_cfg.DEFAULT_LOAD_FORMAT))
     if v["kube"]:
         kube_cfg.check_models(r, v)
     else:

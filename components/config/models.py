@@ -10,13 +10,19 @@ from components.config.schema import MODEL_FIELDS
 from components.config.spec import HostSpec, ModelSpec
 
 FIELD = {f.name: f for f in MODEL_FIELDS}
+# The read path of a model that names none: on Docker hosts the host's own copy (measured the fastest
+# start: docs/PERFORMANCE.md section 14); on Kubernetes the mount (the copy is not there yet).
+DEFAULT_LOAD_FORMAT = "local_copy"
+KUBE_LOAD_FORMAT = "mount"
 # vLLM flags this program sets itself: giving them in extraArgs would contradict the model fields.
 RESERVED_VLLM_FLAGS = ("--model", "--served-model-name", "--dtype", "--max-model-len",
                        "--gpu-memory-utilization", "--port", "--host", "--api-key")
 
 
-def parse(r: Reader, project_dir: str, hosts: list[HostSpec], port_base: int = 8000) -> list[ModelSpec]:
-    """The models; ``port_base`` + index is a model's default port (a NodePort on Kubernetes)."""
+def parse(r: Reader, project_dir: str, hosts: list[HostSpec], port_base: int = 8000,
+          load_format: str = DEFAULT_LOAD_FORMAT) -> list[ModelSpec]:
+    """The models; ``port_base`` + index is a model's default port (a NodePort on Kubernetes);
+    ``load_format`` is the target's default read path."""
     raw_models = r.value("models")
     if not raw_models:
         r.bad("models", raw_models, "a non-empty list of models, each with at least name and source")
@@ -27,13 +33,13 @@ def parse(r: Reader, project_dir: str, hosts: list[HostSpec], port_base: int = 8
             r.bad(f"models[{i}]", m, "an object with name, source and optional "
                                      + ", ".join(f.name for f in MODEL_FIELDS[2:]))
             continue
-        models.append(_model(r, i, m, project_dir, hosts, port_base))
+        models.append(_model(r, i, m, project_dir, hosts, port_base, load_format))
     _between(r, models)
     return models
 
 
 def _model(r: Reader, i: int, m: Mapping[str, Any], project_dir: str, hosts: list[HostSpec],
-           port_base: int = 8000) -> ModelSpec:
+           port_base: int = 8000, default_load_format: str = DEFAULT_LOAD_FORMAT) -> ModelSpec:
     for unknown in sorted(set(m) - set(FIELD)):
         r.bad(f"models[{i}].{unknown}", m[unknown], f"a known field: {', '.join(sorted(FIELD))}")
     name = r.field(FIELD["name"], m, f"models[{i}]") or f"model{i}"
@@ -58,7 +64,7 @@ def _model(r: Reader, i: int, m: Mapping[str, Any], project_dir: str, hosts: lis
         if a.split("=")[0] in RESERVED_VLLM_FLAGS:
             r.bad(f"{key}.extraArgs", a, f"no flag this program sets itself ({', '.join(RESERVED_VLLM_FLAGS)}); "
                                          "use the model's fields or vllmApiKey")
-    load_format = r.field(FIELD["loadFormat"], m, key)
+    load_format = r.field(FIELD["loadFormat"], m, key, default_load_format)
     if load_format == "runai_streamer":
         for a in extra:
             if a.split("=")[0] == "--load-format":
@@ -70,6 +76,7 @@ def _model(r: Reader, i: int, m: Mapping[str, Any], project_dir: str, hosts: lis
                      extra_args=tuple(extra), env=env_map(r, f"{key}.env", m.get("env", {})),
                      gpus=r.field(FIELD["gpus"], m, key), hosts=tuple(on),
                      balancer_port=r.field(FIELD["balancerPort"], m, key), load_format=load_format,
+                     load_format_given="loadFormat" in m,
                      replicas=r.field(FIELD["replicas"], m, key))
 
 

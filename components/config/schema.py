@@ -243,9 +243,9 @@ MODEL_FIELDS: tuple[Key, ...] = (
         "an entry point on this machine spreading the model over its hosts", lo=1, hi=65535),
     Key("replicas", int, 1, "an integer 1-64 (target kubernetes only)",
         "target kubernetes: the model's Deployment replicas, spread over the nodes", lo=1, hi=64),
-    Key("loadFormat", str, "mount", f"one of {', '.join(LOAD_FORMATS)}",
-        "how vLLM reads the weights: its read-only mount, streamed from the bucket, or a copy on the host's disk "
-        "made once per revision", choices=LOAD_FORMATS),
+    Key("loadFormat", str, COMPUTED, f"one of {', '.join(LOAD_FORMATS)}",
+        "how vLLM reads the weights: a copy on the host's disk made once per revision (default on Docker hosts), "
+        "its read-only mount (default on Kubernetes), or streamed from the bucket", choices=LOAD_FORMATS),
 )
 
 HOST_FIELDS: tuple[Key, ...] = (

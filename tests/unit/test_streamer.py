@@ -22,7 +22,7 @@ def raw_config(tmp_path, **b_fields) -> dict:
     make_model(tmp_path / "b", seed=2)
     return {"rustfsAccessKey": KEYS[0], "rustfsSecretKey": KEYS[1], "bucket": "weights",
             "mountPath": str(tmp_path / "mnt"),
-            "models": [{"name": "a", "source": str(tmp_path / "a"), "port": 8100},
+            "models": [{"name": "a", "source": str(tmp_path / "a"), "port": 8100, "loadFormat": "mount"},
                        {"name": "b", "source": str(tmp_path / "b"), "port": 8101,
                         "loadFormat": "runai_streamer", **b_fields}]}
 
