@@ -96,7 +96,8 @@ def env(tmp_path_factory):
     stack.set("rustfsAccessKey", access, secret=True)
     stack.set("rustfsSecretKey", secret, secret=True)
     models = [{"name": SERVED, "source": str(model), "prefix": PREFIX, "port": vllm_port, "dtype": "float32",
-               "maxModelLen": 512, "kvCacheSpaceGib": 1, "extraArgs": ["--enforce-eager"]}]
+               "maxModelLen": 512, "kvCacheSpaceGib": 1, "extraArgs": ["--enforce-eager"],
+               "loadFormat": "mount"}]   # the guide's read path: this test checks the mounts
     cfg_file = ROOT / f"Pulumi.{stack.name}.yaml"
     import yaml
 

@@ -124,6 +124,7 @@ def world(tmp_path_factory):
 def model_entry(w: dict, which: str) -> dict:
     return {"name": f"smollm2-{which}", "source": str(w[which]), "prefix": f"SmolLM2-{which.upper()}",
             "port": w[f"port_{which}"], "maxModelLen": 512, "kvCacheSpaceGib": 1, "extraArgs": ["--enforce-eager"],
+            "loadFormat": "mount",   # this test kills rclone and re-mounts: the mount's read path
             "env": {"VLLM_CPU_OMP_THREADS_BIND": CORES[which]}}
 
 

@@ -1,8 +1,8 @@
 """An upgrade as users make it: a stack deployed with the previous main (UPGRADE_FROM), then the
-current code in the same folder. The new code must preview it with no changes (the reshaped
-config, preflight, hosts and mount leave every resource's inputs as they were), `up` must do
-nothing, and destroy with the new code must tear it down. Real engine, real containers, real
-rclone mount, our vLLM image serving SmolLM2 through it."""
+current code in the same folder. The new code's preview shows exactly what its new defaults need
+(issue 28: the model's mount becomes a copy on the host's disk, and a compile-cache volume) and says
+why; `up` converges to serving from the copy, a second preview shows no changes, and destroy with the
+new code tears everything down. Real engine, real containers, our vLLM image serving SmolLM2."""
 from __future__ import annotations
 
 import json
@@ -20,8 +20,15 @@ from tests import s3_under_test
 from tests.helpers import ROOT, free_port
 from tests.pulumi_cli import Stack
 
-# main before issue 19's reshaping (config schema, preflight, hosts as a type, the mount in Python)
-UPGRADE_FROM = "66278a1"
+# main before issue 28 (the copy on the host's disk as the default read path, the compile cache)
+UPGRADE_FROM = "fd9419c"
+PREFIX = "smollm2"
+# what the new defaults change in the deployed stack, and nothing else: the model's mount goes, its copy
+# and compile-cache volume come, its container (and the readiness wait and smoke test after it) follow
+NEW_DEFAULTS = {("delete", f"mount-{PREFIX}"), ("delete", f"mount-{PREFIX}-command"),
+                ("create", f"copy-{PREFIX}"), ("create", f"copy-{PREFIX}-command"),
+                ("create", f"vllm-{PREFIX}-compile-cache")}
+FOLLOWERS = {f"vllm-{PREFIX}-container", f"vllm-{PREFIX}-ready-wait", f"smoke-{PREFIX}-completion"}
 MODEL = ROOT / "models" / "SmolLM2-135M-Instruct"
 VLLM_IMAGE = "rustfs-vllm/vllm-openai-cpu:0.30.0"
 
@@ -74,7 +81,7 @@ def test_a_stack_made_by_the_previous_main_previews_and_ups_with_no_changes(tmp_
         "rustfsPort": str(free_port()), "bindAddress": "127.0.0.1", "bucket": "upg-models",
         "mountPath": f"/mnt/{prefix}", "mountCacheDir": str(tmp_path / "rclone-cache"), "vllmImage": VLLM_IMAGE,
         "vllmReadyTimeout": 600,
-        "models": [{"name": "smollm2", "source": str(model), "prefix": "smollm2", "port": port,
+        "models": [{"name": "smollm2", "source": str(model), "prefix": PREFIX, "port": port,
                     "maxModelLen": 512, "kvCacheSpaceGib": 1, "extraArgs": ["--enforce-eager"]}]})
     stack.set("rustfsAccessKey", f"upg-access-{secrets.token_hex(6)}", secret=True)
     stack.set("rustfsSecretKey", secrets.token_urlsafe(18), secret=True)
@@ -82,18 +89,25 @@ def test_a_stack_made_by_the_previous_main_previews_and_ups_with_no_changes(tmp_
         stack.run("up", "--yes", "--skip-preview", label="up_old")
         before = stack.outputs()
         checkout(None, app)
-        assert not (app / "components" / "settings.py").exists(), "the new code is in place"
+        assert (app / "components" / "mounting" / "copy_tool.py").exists(), "the new code is in place"
+        preview = stack.run("preview", label="preview_new").stdout
+        assert "loadFormat now defaults to local_copy" in preview and "set the model's loadFormat: mount" in preview
+        changed = set(changes(stack))
+        assert NEW_DEFAULTS <= changed, changed
+        rest = changed - NEW_DEFAULTS
+        assert {name for _, name in rest} <= FOLLOWERS, rest
+        assert ("replace", f"vllm-{PREFIX}-container") in rest or ("create-replacement", f"vllm-{PREFIX}-container") in rest
+        stack.run("up", "--yes", "--skip-preview", label="up_new")
         assert changes(stack) == []
-        up = stack.run("up", "--yes", "--skip-preview", label="up_new").stdout
-        summary = up[up.rindex("Resources:"):]
-        assert "unchanged" in summary and not re.search(r"\b(created|updated|deleted|replaced)\b", summary), summary
         after = stack.outputs()
-        # the one output the new code adds: how each model reads its weights (the old ones all mount)
-        assert {n: m.pop("load_format") for n, m in after["models"].items()} == {"smollm2": "mount"}
+        assert {n: m.pop("load_format") for n, m in after["models"].items()} == {"smollm2": "local_copy"}
+        before["models"]["smollm2"].pop("load_format", None)
+        after.pop("smoke_completions", None), before.pop("smoke_completions", None)
         assert after == before
+        assert f" /mnt/{prefix}/{PREFIX} " not in Path("/proc/mounts").read_text()     # the model's mount is gone
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/v1/models", timeout=10) as r:
             assert "smollm2" in r.read().decode()
-        # the new code tears down what the old one made: containers, mounts, the mount root
+        # the new code tears down what the old one made and what it made: containers, mounts, the mount root
         stack.run("destroy", "--yes", "--skip-preview", label="destroy_new")
         assert docker.from_env().containers.list(all=True, filters={"label": f"rustfs-vllm.stack={stack.name}"}) == []
         assert f" /mnt/{prefix}" not in Path("/proc/mounts").read_text()

@@ -125,7 +125,7 @@ def make_stack(tmp: Path, name: str, models: list[dict], hosts: dict[str, str] =
          # the simulated hosts share this machine's network: its loopback is theirs
          "s3Endpoint": f"http://127.0.0.1:{s3_port}"} for h, a in hosts.items()]
     common = {"source": str(model), "dtype": "float32", "maxModelLen": 512, "kvCacheSpaceGib": 1,
-              "extraArgs": ["--enforce-eager"]}
+              "extraArgs": ["--enforce-eager"], "loadFormat": "mount"}   # the remote hosts' mounts
     data["config"]["rustfs-vllm:models"] = [{**common, **m} for m in models]
     cfg_file.write_text(yaml.safe_dump(data, sort_keys=False))
     return {"stack": stack, "cfg_file": cfg_file, "prefix": prefix, "s3_port": s3_port, "access": access,

@@ -44,7 +44,8 @@ def base(stack: Stack) -> dict:
         "environment": "test", "namePrefix": stack.name, **stack_settings(),
         "rustfsPort": free_port(), "bindAddress": "127.0.0.1", "bucket": "rel-models",
         "mountPath": f"/mnt/{stack.name}", "mountCacheDir": str(tmp / "cache"), "vllmImage": VLLM_IMAGE,
-        "models": [{"name": "m", "source": str(model), "port": free_port(), "kvCacheSpaceGib": 1}],
+        "models": [{"name": "m", "source": str(model), "port": free_port(), "kvCacheSpaceGib": 1,
+                    "loadFormat": "mount"}],   # several bad inputs are the mount's (mountFlags, mountPath)
     }
 
 

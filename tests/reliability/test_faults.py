@@ -118,7 +118,8 @@ def world(tmp_path_factory):
         "bucket": BUCKET, "bindAddress": "127.0.0.1", "mountPath": w.mount, "mountCacheDir": str(w.tmp / "cache"),
         "vllmImage": "rustfs-vllm/vllm-openai-cpu:0.30.0", "vllmReadyTimeout": 600,
         "models": [{"name": SERVED, "source": str(w.model), "prefix": PREFIX, "port": w.vllm_port,
-                    "maxModelLen": 512, "kvCacheSpaceGib": 1, "extraArgs": ["--enforce-eager"]}],
+                    "maxModelLen": 512, "kvCacheSpaceGib": 1, "extraArgs": ["--enforce-eager"],
+                    "loadFormat": "mount"}],   # the faults are the mount's (rclone killed, dead mounts)
     })
     w.stack.set("rustfsAccessKey", ACCESS, secret=True)
     w.stack.set("rustfsSecretKey", SECRET, secret=True)

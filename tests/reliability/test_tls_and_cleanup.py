@@ -79,7 +79,8 @@ class World:
                "mountPath": self.mount, "mountCacheDir": str(self.cache),
                "vllmImage": "rustfs-vllm/vllm-openai-cpu:0.30.0", "vllmReadyTimeout": 600,
                "models": [{"name": SERVED, "source": str(self.model), "prefix": PREFIX, "port": self.vllm_port,
-                           "maxModelLen": 512, "kvCacheSpaceGib": 1, "extraArgs": ["--enforce-eager"]}]}
+                           "maxModelLen": 512, "kvCacheSpaceGib": 1, "extraArgs": ["--enforce-eager"],
+                           "loadFormat": "mount"}]}   # the mount's TLS and cleanup
         cfg.update(changes)
         return {k: v for k, v in cfg.items() if v is not None}
 

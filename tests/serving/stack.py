@@ -63,7 +63,8 @@ def bring_up(tmp: Path, kind: str = s3_under_test.KIND, name: str = "srv") -> Se
         "mountPath": f"/mnt/{prefix}", "mountCacheDir": str(tmp / "rclone-cache"),
         "vllmImage": VLLM_IMAGE, "vllmReadyTimeout": 600,
         "models": [{"name": SERVED, "source": str(model), "prefix": PREFIX, "port": port, "dtype": "float32",
-                    "maxModelLen": MAX_MODEL_LEN, "kvCacheSpaceGib": 1, "extraArgs": ["--enforce-eager"]}],
+                    "maxModelLen": MAX_MODEL_LEN, "kvCacheSpaceGib": 1, "extraArgs": ["--enforce-eager"],
+                    "loadFormat": "mount"}],   # served through the mount (the conformance checks its files)
     }
     stack.write_config(cfg)
     stack.set("rustfsAccessKey", f"srv-access-{secrets.token_hex(6)}", secret=True)
