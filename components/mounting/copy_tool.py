@@ -205,12 +205,7 @@ def copy_up(env: Mapping[str, str], mt: Any) -> None:
 def copy_down(env: Mapping[str, str], mt: Any) -> None:
     """purgeOnDestroy: remove the copies; else keep them and say where and how big."""
     root = env["RV_COPY_ROOT"]
-    marker = env.get("RV_MARKER")
-    if marker:
-        try:
-            os.remove(marker)
-        except FileNotFoundError:
-            pass
+    mt.remove_marker(env)
     if not os.path.isdir(root):
         print(f"no local copy at {root}")
         return

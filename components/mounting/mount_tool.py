@@ -598,18 +598,23 @@ def unmount(env: Mapping[str, str]) -> None:
     state = mount_state(point, _remote(env))
     unmount_one(point, _remote(env))
     _rmdir(point)                         # the mount point, if empty; never anything with files
-    marker = env.get("RV_MARKER")
-    if marker:
-        try:
-            os.remove(marker)
-        except FileNotFoundError:
-            pass
+    remove_marker(env)
     if state == "live":
         print(f"unmounted {env['RV_MOUNT']}")
     elif state == "dead":
         print(f"removed the dead rclone mount at {env['RV_MOUNT']} (its rclone had died)")
     else:
         print(f"nothing was mounted at {env['RV_MOUNT']}")
+
+
+def remove_marker(env: Mapping[str, str]) -> None:
+    """RV_MARKER gone (a mount's or a copy's): the program then asks for no next generation."""
+    marker = env.get("RV_MARKER")
+    if marker:
+        try:
+            os.remove(marker)
+        except FileNotFoundError:
+            pass
 
 
 def cache_up(env: Mapping[str, str]) -> None:

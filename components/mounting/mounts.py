@@ -115,12 +115,19 @@ def expectations(manifest: Mapping[str, Mapping[str, object]]) -> dict[str, list
             for rel, e in sorted(manifest.items())}
 
 
-def generation(marker_file: str, mount_path: str, alive: Optional[Callable[[str], bool]]) -> int:
-    """The mount generation to ask for: the marker's, or the next one when that mount has died."""
+def marked_generation(marker_file: str) -> Optional[int]:
+    """The generation a marker file records (a mount's, a copy's); None when there is none."""
     try:
         with open(marker_file, encoding="utf-8") as fh:
-            current = int(json.load(fh).get("generation", 0))
+            return int(json.load(fh).get("generation", 0))
     except (OSError, ValueError, AttributeError):
+        return None
+
+
+def generation(marker_file: str, mount_path: str, alive: Optional[Callable[[str], bool]]) -> int:
+    """The mount generation to ask for: the marker's, or the next one when that mount has died."""
+    current = marked_generation(marker_file)
+    if current is None:
         return 0  # never mounted (or destroyed): the first generation
     if alive is not None and not alive(mount_path):
         pulumi.log.warn(f"the rclone mount at {mount_path} is not alive (rclone and its supervisor died, or it "

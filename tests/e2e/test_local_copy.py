@@ -77,7 +77,7 @@ def test_served_from_a_local_copy(tmp_path: Path):
     root = cache / PREFIX / "copy"
     try:
         preview = stack.run("preview", label="preview_create").stdout
-        assert f"weights read from the host's copy of revision" in preview and str(root) in preview
+        assert "weights read from the host's copy of revision" in preview and str(root) in preview
         stack.run("up", "--yes", "--skip-preview", label="up")
         out = stack.outputs()
         assert out["models"][SERVED]["load_format"] == "local_copy" and out["smoke_completions"][SERVED].strip()

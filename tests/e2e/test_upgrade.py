@@ -6,7 +6,6 @@ new code tears everything down. Real engine, real containers, our vLLM image ser
 from __future__ import annotations
 
 import json
-import re
 import secrets
 import shutil
 import subprocess

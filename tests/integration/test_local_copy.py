@@ -15,6 +15,7 @@ import grpc
 import pytest
 
 from components.mounting import copies, copy_tool
+from components.mounting.mounts import remote_env
 from tests.integration.conftest import ACCESS, SECRET
 from tests.integration.mounting import CONFIG, SCRIPT, WEIGHTS
 
@@ -43,11 +44,7 @@ def copy_env(s3_server, tmp_path, revision="rev1", files=None, secret=SECRET, **
             "RV_EXPECT": json.dumps(copies.expectations(manifest(files or FILES))),
             "RV_COPY_FLAGS": "--transfers\n2\n--multi-thread-streams\n4\n--multi-thread-cutoff\n1M",
             "RV_LOG": str(tmp_path / "copy.log"), "RV_MARKER": str(tmp_path / "copy-marker.json"),
-            "RV_GENERATION": "0", "RV_PURGE": "0",
-            f"RCLONE_CONFIG_{r}_TYPE": "s3", f"RCLONE_CONFIG_{r}_PROVIDER": "Other",
-            f"RCLONE_CONFIG_{r}_ENDPOINT": s3_server.endpoint, f"RCLONE_CONFIG_{r}_REGION": "us-east-1",
-            f"RCLONE_CONFIG_{r}_FORCE_PATH_STYLE": "true", f"RCLONE_CONFIG_{r}_ACCESS_KEY_ID": ACCESS,
-            f"RCLONE_CONFIG_{r}_SECRET_ACCESS_KEY": secret, **extra}
+            "RV_GENERATION": "0", "RV_PURGE": "0", **remote_env(r, s3_server.endpoint, ACCESS, secret), **extra}
 
 
 def props(env):
