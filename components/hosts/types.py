@@ -59,9 +59,10 @@ class Host(ABC):
     @abstractmethod
     def command(self, owner: pulumi.Resource, name: str, up: str, down: str,
                 environment: pulumi.Input[Mapping[str, str]], triggers: list,
-                opts: Optional[pulumi.ResourceOptions]) -> pulumi.CustomResource:
+                opts: Optional[pulumi.ResourceOptions], delete_first: bool = True) -> pulumi.CustomResource:
         """``rclone-mount <up>`` on create, ``<down>`` on delete (first, when replaced: the same path
-        is reused), as a child of ``owner`` with the component's own dependencies."""
+        is reused; ``delete_first=False``: after the replacement is made, for what must not stop
+        serving while it is made), as a child of ``owner`` with the component's own dependencies."""
 
     @abstractmethod
     def docker(self, owner: pulumi.Resource) -> pulumi.ResourceOptions:
@@ -90,16 +91,18 @@ class Host(ABC):
         """The host's Docker daemon as preflight needs it (None when it does not answer)."""
 
 
-def _child(owner: pulumi.Resource, opts: Optional[pulumi.ResourceOptions]) -> pulumi.ResourceOptions:
-    return pulumi.ResourceOptions(parent=owner, delete_before_replace=True, depends_on=opts.depends_on if opts else None)
+def _child(owner: pulumi.Resource, opts: Optional[pulumi.ResourceOptions], delete_first: bool = True) -> pulumi.ResourceOptions:
+    return pulumi.ResourceOptions(parent=owner, delete_before_replace=delete_first,
+                                  depends_on=opts.depends_on if opts else None)
 
 
 class LocalHost(Host):
     """This machine: local commands, the local Docker socket, files the program can read."""
 
-    def command(self, owner, name, up, down, environment, triggers, opts):  # type: ignore[no-untyped-def]
+    def command(self, owner, name, up, down, environment, triggers, opts, delete_first=True):  # type: ignore[no-untyped-def]
         return command.local.Command(f"{name}-command", create=f"{SCRIPT} {up}", delete=f"{SCRIPT} {down}",
-                                     environment=environment, triggers=triggers, opts=_child(owner, opts))
+                                     environment=environment, triggers=triggers,
+                                     opts=_child(owner, opts, delete_first))
 
     def docker(self, owner: pulumi.Resource) -> pulumi.ResourceOptions:
         return pulumi.ResourceOptions(parent=owner)
@@ -146,12 +149,12 @@ class SshHost(Host):
             pulumi.ResourceOptions(parent=owner))
         self.after, self.ca_path = [tools], tools.ca_path
 
-    def command(self, owner, name, up, down, environment, triggers, opts):  # type: ignore[no-untyped-def]
+    def command(self, owner, name, up, down, environment, triggers, opts, delete_first=True):  # type: ignore[no-untyped-def]
         script = f"{self.spec.tools_dir}/rclone-mount"
         return command.remote.Command(
             f"{name}-command", connection=self.connection, create=f"{script} {up} --env-stdin",
             delete=f"{script} {down} --env-stdin", stdin=pulumi.Output.from_input(environment).apply(env_stdin),
-            add_previous_output_in_env=False, triggers=triggers, opts=_child(owner, opts))
+            add_previous_output_in_env=False, triggers=triggers, opts=_child(owner, opts, delete_first))
 
     def docker(self, owner: pulumi.Resource) -> pulumi.ResourceOptions:
         if self._provider is None:

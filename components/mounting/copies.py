@@ -18,6 +18,7 @@ never argv.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from dataclasses import dataclass
@@ -81,6 +82,8 @@ class ModelCopy(pulumi.ComponentResource):
         gen = generation(marker, folder, bool(marker))
         expect = json.dumps(expectations(args.manifest))
         env = pulumi.Output.all(args.endpoint, args.bucket, args.access_key, args.secret_key).apply(lambda v: {
+            "RV_TOKEN": hashlib.sha256(json.dumps([v[0], v[1], args.root, args.revision_digest, host.rclone,
+                                                   list(args.flags), gen, args.ca_bundle]).encode()).hexdigest()[:16],
             "RV_RCLONE": host.rclone, "RV_REMOTE": r, "RV_SOURCE": f"{v[1]}/{args.prefix}",
             "RV_ROOT": args.root, "RV_COPY_ROOT": args.root, "RV_REVISION": args.revision_digest,
             "RV_COPY_FLAGS": "\n".join(args.flags), "RV_LOG": host.log_file(f"{args.prefix}-copy"),
@@ -93,7 +96,9 @@ class ModelCopy(pulumi.ComponentResource):
             self, name, "copy-up", "copy-down", pulumi.Output.secret(env),
             [args.endpoint, args.bucket, args.prefix, args.root, args.revision, host.rclone, list(args.flags),
              f"generation-{gen}", *([f"ca-{args.ca_bundle}-{tls.fingerprint(args.ca_bundle)}"] if args.ca_bundle else [])],
-            opts)
+            # the new copy is made while the old container still serves from the old one; the old
+            # resource's delete comes after the container was replaced
+            opts, delete_first=False)
         # what vLLM reads: known at preview, resolved once the copy is complete
         self.path = self.command.id.apply(lambda _: folder)
         self.generation = gen

@@ -18,7 +18,8 @@ Actions of ``scripts/rclone-mount`` (mount_tool.py dispatches ``copy-*`` here):
 Variables (environment, or stdin with --env-stdin, like every action): RV_COPY_ROOT, RV_REVISION,
 RV_REMOTE and RCLONE_CONFIG_<REMOTE>_*, RV_SOURCE (bucket/prefix), RV_RCLONE, RV_EXPECT
 ({file: [size, sha256]}), RV_COPY_FLAGS (rclone copy flags, one per line), RV_CA_CERT, RV_LOG,
-RV_MARKER and RV_GENERATION (as for mounts: the program notices a lost copy), RV_PURGE.
+RV_MARKER and RV_GENERATION (as for mounts: the program notices a lost copy), RV_PURGE, RV_TOKEN
+(which copy resource this is: a replaced one's copy-down leaves the folder to its replacement).
 
 Standard library only, Python 3.9+, nothing from the ``components`` package (shipped to remote
 hosts beside mount_tool.py); helpers it shares with the mounts come from mount_tool, passed in.
@@ -38,6 +39,9 @@ from typing import Any, Dict, List, Mapping, Sequence
 
 MARKER = ".rustfs-vllm-copy.json"
 LOCK = ".lock"
+# the token (RV_TOKEN) of the copy resource that last made or found the copy: a replaced resource's
+# delete, which runs after its replacement was made, leaves the folder to that newer one
+OWNER = ".owner"
 # rclone copy's parallelism when RV_COPY_FLAGS is empty: files in flight, and ranged GETs per big
 # file (rclone's multi-thread download). Chosen by `make bench` (docs/PERFORMANCE.md section 14).
 DEFAULT_COPY_FLAGS = ("--transfers", "4", "--multi-thread-streams", "8", "--multi-thread-cutoff", "64M")
@@ -146,11 +150,24 @@ def _prune(root: str, keep: str) -> List[str]:
     gone = []
     for name in sorted(os.listdir(root)):
         path = os.path.join(root, name)
-        if name in (keep, LOCK) or not os.path.isdir(path) or os.path.islink(path):
+        if name in (keep, LOCK, OWNER) or not os.path.isdir(path) or os.path.islink(path):
             continue
         shutil.rmtree(path, ignore_errors=True)
         gone.append(name)
     return gone
+
+
+def _own(env: Mapping[str, str], root: str) -> None:
+    with open(os.path.join(root, OWNER), "w", encoding="utf-8") as fh:
+        fh.write(env.get("RV_TOKEN", ""))
+
+
+def _owner(root: str) -> str:
+    try:
+        with open(os.path.join(root, OWNER), encoding="utf-8") as fh:
+            return fh.read().strip()
+    except OSError:
+        return ""
 
 
 def _write_marker(env: Mapping[str, str], folder: str) -> None:
@@ -173,6 +190,7 @@ def copy_up(env: Mapping[str, str], mt: Any) -> None:
         fcntl.flock(lock, fcntl.LOCK_EX)        # another stack or run copying the same folder waits here
         if complete(dest, revision, expect):
             pruned = _prune(root, revision)
+            _own(env, root)
             _write_marker(env, dest)
             print(f"local copy of {env.get('RV_SOURCE', revision)} at {dest} is complete (revision {revision}); "
                   f"nothing copied{'; removed older revisions ' + ', '.join(pruned) if pruned else ''}")
@@ -195,6 +213,7 @@ def copy_up(env: Mapping[str, str], mt: Any) -> None:
             shutil.rmtree(dest)                   # an incomplete or older copy under the same name
         os.rename(partial, dest)
         pruned = _prune(root, revision)
+        _own(env, root)
         _write_marker(env, dest)
     total_s = time.monotonic() - start
     print(f"copied {len(expect)} files ({need / 1e9:.2f} GB) of {env['RV_SOURCE']} to {dest} in {copied_s:.1f} s "
@@ -205,10 +224,15 @@ def copy_up(env: Mapping[str, str], mt: Any) -> None:
 def copy_down(env: Mapping[str, str], mt: Any) -> None:
     """purgeOnDestroy: remove the copies; else keep them and say where and how big."""
     root = env["RV_COPY_ROOT"]
-    mt.remove_marker(env)
     if not os.path.isdir(root):
+        mt.remove_marker(env)
         print(f"no local copy at {root}")
         return
+    owner = _owner(root)
+    if owner and env.get("RV_TOKEN") and owner != env["RV_TOKEN"]:
+        print(f"left the local copy at {root} to the copy that replaced this one")   # a replacement, not a destroy
+        return
+    mt.remove_marker(env)
     size = mt._size_of(root)
     if env.get("RV_PURGE", "0") == "1":
         shutil.rmtree(root)

@@ -136,3 +136,17 @@ def test_a_container_reads_the_copy(commands, s3_server, bucket, tmp_path, image
                           "touch /models/m1/x 2>/dev/null && echo writable || echo read-only"],
                          capture_output=True, text=True, timeout=120, check=True).stdout
     assert hashlib.sha256(BIG).hexdigest() in out and "read-only" in out
+
+
+def test_a_replaced_copy_leaves_the_folder_to_its_replacement(commands, s3_server, bucket, tmp_path):
+    """Pulumi makes the new copy first (the old container still serves), then deletes the old one: that
+    delete, even with purgeOnDestroy, leaves the folder to the newer copy."""
+    old_id, old = commands.create(props(copy_env(s3_server, tmp_path, RV_PURGE="1", RV_TOKEN="old-token")))
+    new_id, new = commands.create(props(copy_env(s3_server, tmp_path, RV_PURGE="1", RV_TOKEN="new-token",
+                                                 RV_GENERATION="1")))
+    assert "nothing copied" in new["stdout"]
+    commands.delete(old_id, old)
+    root = tmp_path / "cache" / "m1" / "copy"
+    assert read_all(root / "rev1") == FILES and (tmp_path / "copy-marker.json").exists()
+    commands.delete(new_id, new)                      # the destroy: the owner purges
+    assert not root.exists() and not (tmp_path / "copy-marker.json").exists()
