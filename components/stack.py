@@ -78,6 +78,7 @@ class ServingStack(pulumi.ComponentResource):
         self.cfg = cfg
         self.hosts: list[Host] = args.hosts if args.hosts is not None else hosts_of(cfg)
         self.mount_roots: dict[str, MountRoot] = {}
+        self.copies: dict[str, dict[str, ModelCopy]] = {}     # host -> model name -> its local copy
         # host -> model name -> server / smoke test
         self.servers: dict[str, dict[str, VllmServer]] = {}
         self.smoke: dict[str, dict[str, SmokeTest]] = {}
@@ -124,7 +125,7 @@ class ServingStack(pulumi.ComponentResource):
         on_docker = host.docker(self)
         image = docker.RemoteImage(f"{p}vllm-image", docker.RemoteImageArgs(
             name=host.spec.vllm_image, keep_locally=True), on_docker)
-        self.servers[host.name], self.smoke[host.name] = {}, {}
+        self.servers[host.name], self.smoke[host.name], self.copies[host.name] = {}, {}, {}
         for m in cfg.models_on(host.name):
             upload = self.uploads[m.name]
             if m.load_format == streamer.LOAD_FORMAT:   # read from the bucket: no mount, after its upload
@@ -149,6 +150,7 @@ class ServingStack(pulumi.ComponentResource):
                     revision=upload.revision, revision_digest=upload.revision_digest, host=host,
                     flags=cfg.copy_flags, ca_bundle=cfg.ca_bundle, purge=cfg.purge_on_destroy),
                     pulumi.ResourceOptions(parent=self, depends_on=[cache]))
+                self.copies[host.name][m.name] = copy
                 self._add_server(host, m, self._server(host, m, image, on_docker, [copy], copy=copy))
                 continue
             mount = RcloneMount(f"{p}mount-{m.prefix}", RcloneMountArgs(

@@ -48,7 +48,9 @@ def _one_host(stack: "ServingStack") -> dict[str, Any]:
     servers = stack.servers[cfg.hosts[0].name]
     out: dict[str, Any] = {
         "models": {name: {"base_url": s.base_url, "served_name": s.served_name, "metrics_url": metrics(s.base_url),
-                          "prefix": _prefix(stack, name), "load_format": weights(stack, name)}
+                          "prefix": _prefix(stack, name), "load_format": weights(stack, name),
+                          **({"weights_dir": stack.copies[cfg.hosts[0].name][name].path}
+                             if name in stack.copies.get(cfg.hosts[0].name, {}) else {})}
                    for name, s in servers.items()},
         "curl": curl(stack, servers[first.name].base_url, first.name)}
     if cfg.smoke_test:

@@ -84,6 +84,7 @@ def test_served_from_a_local_copy(tmp_path: Path):
         # 1. no mount; the container binds the revision's folder, which holds the uploaded bytes
         assert not any(f"/mnt/{prefix}/{PREFIX}" in ln for ln in Path("/proc/mounts").read_text().splitlines())
         [folder] = [p for p in root.iterdir() if p.is_dir()]
+        assert out["models"][SERVED]["weights_dir"] == str(folder)
         assert json.loads((folder / copy_tool.MARKER).read_text())["source"] == f"{BUCKET}/{PREFIX}"
         for f in source.iterdir():
             if f.is_file() and not f.name.startswith("."):

@@ -100,6 +100,7 @@ def test_a_stack_made_by_the_previous_main_previews_and_ups_with_no_changes(tmp_
         assert changes(stack) == []
         after = stack.outputs()
         assert {n: m.pop("load_format") for n, m in after["models"].items()} == {"smollm2": "local_copy"}
+        assert "/smollm2/copy/" in after["models"]["smollm2"].pop("weights_dir")
         before["models"]["smollm2"].pop("load_format", None)
         after.pop("smoke_completions", None), before.pop("smoke_completions", None)
         assert after == before
