@@ -287,7 +287,11 @@ def ranged_get(server: Server, bucket: str, key: str, streams: int = 16, piece: 
         return sum(pool.map(get, range(0, size, piece)))
 
 
-def bench_load(server: Server, synthetic: Path, results: dict) -> str:
+# the variants quick mode reads (the others lost in earlier runs: docs/PERFORMANCE.md section 10)
+QUICK_VARIANTS = ("cache-full", "mount2:cache-full", "mount2:cache-full+bdi-16M")
+
+
+def bench_load(server: Server, synthetic: Path, results: dict, full: bool = True) -> str:
     """One weight file (a quarter of the synthetic set), read cold and warm: 16 concurrent ranged
     GETs and local disk (the baselines) against each mount variant, interleaved, SAMPLES rounds.
     Cold: a fresh mount with an empty VFS cache and the page cache dropped. Warm: the mount's
@@ -321,9 +325,11 @@ def bench_load(server: Server, synthetic: Path, results: dict) -> str:
         "local-disk:seq": timed_after_drop(lambda: read_sequential(local)),
         "local-disk:mmap": timed_after_drop(lambda: read_shuffled_mmap(local))}
     for name, flags in MOUNT_VARIANTS.items():
+        if not full and name not in QUICK_VARIANTS:
+            continue
         contenders[f"{name}:seq_cold"] = through_mount(flags, read_sequential, False, name=name)
         contenders[f"{name}:seq_warm"] = through_mount(flags, read_sequential, True, name=name)
-    for streams in PREFETCH_STREAMS:   # cold: the prefetch's own time counts
+    for streams in PREFETCH_STREAMS if full else ():   # cold: the prefetch's own time counts
         contenders[f"{CURRENT_DEFAULT}+prefetch-{streams}:seq_cold"] = through_mount(
             MOUNT_VARIANTS[CURRENT_DEFAULT], read_sequential, False, streams)
     for pattern in ("mmap_cold", "mmap_warm"):
@@ -350,7 +356,7 @@ def set_ours(results: dict, ours: str) -> None:
     got = results["load"]["samples"]
     variants = {name: {"cold_ratio_vs_ranged_get": stats.ratio(got["ranged-get-16"], got[f"{name}:seq_cold"]).summary(),
                        "warm_ratio_vs_local": stats.ratio(got["local-disk:seq"], got[f"{name}:seq_warm"]).summary()}
-                for name in MOUNT_VARIANTS}
+                for name in MOUNT_VARIANTS if f"{name}:seq_cold" in got}
     results["load"].update({
         "ours_variant": ours, "ours_flags": MOUNT_VARIANTS[ours], "variants": variants,
         "cold_ratio_vs_ranged_get": variants[ours]["cold_ratio_vs_ranged_get"],
@@ -618,7 +624,7 @@ def main() -> None:
         server = Server(WORK / "s3data", args.server)
         try:
             bench_upload(server, {"synthetic": synthetic, "real-model": MODEL}, results)
-            bench_load(server, synthetic, results)
+            bench_load(server, synthetic, results, full=args.full)
             if not args.skip_vllm:
                 bench_starts(server, results, args.full, big=not args.skip_big)
         finally:
