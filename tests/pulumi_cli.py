@@ -94,6 +94,8 @@ class Stack:
             client.volumes.get(volume).remove(force=True)
         except docker.errors.NotFound:
             pass
+        for v in client.volumes.list(filters={"label": f"rustfs-vllm.stack={self.name}"}):   # compile caches
+            v.remove(force=True)
 
     def remove(self) -> None:
         self.run("stack", "rm", "--yes", "--force", check=False)

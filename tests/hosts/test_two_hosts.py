@@ -89,7 +89,9 @@ def test_two_hosts(env):
         for name in models:
             cid = containers(h, stack.name)[f"{env['prefix']}-vllm-{name}"]
             binds = json.loads(on_host(h, f"docker inspect -f '{{{{json .Mounts}}}}' {cid}"))
-            assert [(b["Source"], b["Destination"], b["RW"]) for b in binds] == [("/mnt/rv-hosts", "/models", False)]
+            assert [(b["Source"], b["Destination"], b["RW"]) for b in binds if b["Type"] == "bind"] == [
+                ("/mnt/rv-hosts", "/models", False)]
+            assert [b["Destination"] for b in binds if b["Type"] == "volume"] == ["/vllm-cache"]   # vllmCompileCache
     # the model's entry point on this machine spreads requests over both hosts
     assert outputs["models"]["both"]["entry_url"] == env["entry"]
     box = f"{env['prefix']}-vllm-both"

@@ -20,6 +20,8 @@ def leftovers(stack_name: str, mount_path: str, volume: str) -> list[str]:
         found.append(f"volume {volume}")
     except docker.errors.NotFound:
         pass
+    for v in client.volumes.list(filters={"label": f"rustfs-vllm.stack={stack_name}"}):   # compile caches
+        found.append(f"volume {v.name}")
     with open("/proc/mounts") as fh:
         for line in fh:
             where, fstype = line.split()[1], line.split()[2]
