@@ -390,7 +390,7 @@ def big_model_uploaded(server: Server, results: dict, rounds: int) -> Path:
     return model
 
 
-def bench_starts(server: Server, results: dict, full: bool, big: bool) -> None:
+def bench_starts(server: Server, results: dict, full: bool, big: bool, save: Callable[[], None] = lambda: None) -> None:
     """A vLLM server's start in phases per read path, SmolLM2 and the 3.4 GB model (bench.start); in
     full mode also the old per-path load comparison with the streamer variants and the big stack."""
     from bench import start, weights
@@ -398,7 +398,7 @@ def bench_starts(server: Server, results: dict, full: bool, big: bool) -> None:
     models = {"smollm2": (MODEL, "up-real-model", weights.SMALL_ARGS)}
     if big:
         models["big"] = (big_model_uploaded(server, results, 5 if full else 1), "up-big-model", weights.BIG_ARGS)
-    start.bench_all(server, results, models, full)
+    start.bench_all(server, results, models, full, save)
     if big and full:
         results["big"]["stack"] = bench_big_stack(models["big"][0], weights.BIG_FIELDS, server.server.kind,
                                                   results.get("preview", {}).get("noop_s"))
@@ -550,6 +550,7 @@ def main() -> None:
     ap.add_argument("--load-only", action="store_true",
                     help="only the mount read comparison, into results-<server>-load.json")
     ap.add_argument("--stack-only", action="store_true", help="only the stack part (up, no-op up, no-op preview)")
+    ap.add_argument("--skip-stack", action="store_true", help="leave out the stack part")
     ap.add_argument("--before", metavar="REF", help="also run the stack part with the program at git revision REF "
                                                     "and report current/REF ratios")
     ap.add_argument("--preview-5g", action="store_true",
@@ -559,6 +560,7 @@ def main() -> None:
                     help="only `up` of one model on one simulated serving host and on two (tests/hosts/sim-hosts), "
                          "added to results-<server>.json as hosts")
     args = ap.parse_args()
+    t_run = time.monotonic()
     if args.hosts:
         from bench.hosts import bench_hosts
 
@@ -625,15 +627,18 @@ def main() -> None:
         try:
             bench_upload(server, {"synthetic": synthetic, "real-model": MODEL}, results)
             bench_load(server, synthetic, results, full=args.full)
+            save(results, args.server)
             if not args.skip_vllm:
-                bench_starts(server, results, args.full, big=not args.skip_big)
+                bench_starts(server, results, args.full, big=not args.skip_big,
+                             save=lambda: save(results, args.server))
         finally:
             server.stop()
             shutil.rmtree(WORK / "s3data", ignore_errors=True)
     if args.before:
         bench_before(args.full, args.before, results, args.server)
-    bench_stack(args.full, results, kind=args.server)
-    if args.before:
+    if not args.skip_stack:
+        bench_stack(args.full, results, kind=args.server)
+    if args.before and not args.skip_stack:
         b = results["before"]
         results["vs_before"] = {
             "ref": args.before,
@@ -643,6 +648,7 @@ def main() -> None:
     results.get("load", {}).pop("samples", None)
     results["machine_load"] = stats.LOAD.summary()
     results["noisy"] = noisy(results)
+    results["run_seconds"] = round(time.monotonic() - t_run)
     out = ROOT / "bench" / f"results-{args.server}.json"
     out.write_text(json.dumps(results, indent=2))
     table(results)
@@ -667,6 +673,13 @@ def start_table(st: dict) -> None:
         for path, ph in m["detail"]["phases"].items():
             print(f"  {path:12} " + " ".join(f"{ph[p]['median'] if p in ph else '':>14}"
                                            for p in ("copy", "load_begins", "load", "ready", "first_token")))
+
+
+def save(results: dict, server: str) -> None:
+    """results-<server>.json as far as the run got (its ``partial`` flag until the end)."""
+    out = ROOT / "bench" / f"results-{server}.json"
+    out.write_text(json.dumps({**results, "partial": True, "machine_load": stats.LOAD.summary()}, indent=2,
+                              default=lambda o: o.summary(2) if isinstance(o, stats.Samples) else str(o)))
 
 
 def noisy(results: dict, path: str = "") -> list[str]:

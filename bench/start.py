@@ -205,15 +205,18 @@ def headline(got: dict, default: str = "copy") -> dict:
             "mount_cold": r["mount:cold"]}
 
 
-def bench_all(server, results: dict, models: dict[str, tuple[Path, str, Sequence[str]]], full: bool) -> None:
+def bench_all(server, results: dict, models: dict[str, tuple[Path, str, Sequence[str]]], full: bool,
+              save: Callable[[], None] = lambda: None) -> None:
     """results["start"][name]: every path of each model (name -> (folder, bucket, vLLM args)), then the
-    compile-cache restart of each; the headline figures beside the detail."""
+    compile-cache restart of each; the headline figures beside the detail; ``save`` after each part
+    (a long run stopped half-way keeps what it measured)."""
     out = results.setdefault("start", {"default_path": "copy (loadFormat local_copy)"})
     for name, (model, bucket, args) in models.items():
         t = time.monotonic()
         got = bench_start(server, model, bucket, args, full=full)
         out[name] = {**headline(got), "detail": got, "seconds": round(time.monotonic() - t)}
         base.log(f"start {name}: cold {out[name]['cold']}, warm {out[name]['warm']}")
+        save()
     for name, (model, bucket, args) in models.items():
         if name != "smollm2" and not full:
             continue                    # quick mode: the compile restart of SmolLM2 only (about 4 min a start)
@@ -222,3 +225,4 @@ def bench_all(server, results: dict, models: dict[str, tuple[Path, str, Sequence
         out[name]["compile_restart"] = {**cr, "seconds": round(time.monotonic() - t)}
         out[name]["warm_first_token_vs_baseline"] = cr["warm_first_token_vs_baseline"]
         base.log(f"compile restart {name}: ours/main {cr['warm_first_token_vs_baseline']}")
+        save()
