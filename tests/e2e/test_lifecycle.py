@@ -188,8 +188,10 @@ def test_lifecycle(env):
     preview = json.loads(stack.run("preview", "--json", label="preview_change").stdout)
     changed = {s["urn"].split("::")[-1]: s["op"] for s in preview["steps"] if s["op"] != "same"}
     assert changed[f"model-{PREFIX}-objects"] == "update"
+    # (new weights get a new, empty compile cache: vllmCompileCache names it by the revision)
     assert set(changed) <= {f"model-{PREFIX}-objects", f"mount-{PREFIX}-command", f"vllm-{PREFIX}-container",
-                            f"vllm-{PREFIX}-ready-wait", f"smoke-{PREFIX}-completion"}, changed
+                            f"vllm-{PREFIX}-ready-wait", f"smoke-{PREFIX}-completion",
+                            f"vllm-{PREFIX}-compile-cache"}, changed
     stack.run("up", "--yes", "--skip-preview", label="up_one_file")
     after = volume_objects(env["volume"])
     rewritten = sorted(k for k in after if after[k] != before.get(k))
