@@ -552,6 +552,8 @@ def main() -> None:
                     help="only the mount read comparison, into results-<server>-load.json")
     ap.add_argument("--stack-only", action="store_true", help="only the stack part (up, no-op up, no-op preview)")
     ap.add_argument("--skip-stack", action="store_true", help="leave out the stack part")
+    ap.add_argument("--starts-only", action="store_true",
+                    help="only the vLLM starts per read path (section 14): both models, then the compile restart")
     ap.add_argument("--before", metavar="REF", help="also run the stack part with the program at git revision REF "
                                                     "and report current/REF ratios")
     ap.add_argument("--preview-5g", action="store_true",
@@ -622,7 +624,20 @@ def main() -> None:
         out.write_text(json.dumps(results, indent=2))
         print(json.dumps({k: v for k, v in results["load"].items() if "ratio" in k or k == "variants"}, indent=1))
         return
-    if not args.stack_only:
+    if args.starts_only:
+        results["mode"] += ", starts only"
+        server = Server(WORK / "s3data", args.server)
+        try:
+            server.fresh_bucket("up-real-model")
+            sync({"endpoint": server.endpoint, "access_key": ACCESS, "secret_key": SECRET, "bucket": "up-real-model",
+                  "prefix": "m", "source": str(MODEL),
+                  "manifest": manifest_mod.build(str(MODEL), str(WORK / "hash-cache" / "real-model.json"))})
+            bench_starts(server, results, args.full, big=not args.skip_big, save=lambda: save(results, args.server))
+        finally:
+            server.stop()
+            shutil.rmtree(WORK / "s3data", ignore_errors=True)
+        args.skip_stack = True
+    elif not args.stack_only:
         synthetic = synthetic_set(WORK / "synthetic", total, 4)
         server = Server(WORK / "s3data", args.server)
         try:
@@ -701,6 +716,7 @@ def table(r: dict) -> None:
                                  ("preview.noop_s", b["preview"]["noop_s"], r["preview"]["noop_s"])):
             print(f"{key:20} before {before:>8}  now {now:>8}  ratio {v[key]}")
     if "ours_s" not in r.get("upload", {}):
+        start_table(r.get("start", {}))
         return
     up, ld = r["upload"], r["load"]
     rows = [
