@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import shutil
 import subprocess
 import time
@@ -150,6 +151,9 @@ def bench_start(server, model: Path, bucket: str, model_args: Sequence[str], ful
         "local": p.local, "mount:cold": p.mounted(False), "copy:cold": p.copied(False), "copy:warm": p.copied(True)}
     if full:
         contenders |= {"mount:warm": p.mounted(True), "streamer": p.streamed}
+    only = [x for x in os.environ.get("RUSTFS_VLLM_BENCH_PATHS", "").split(",") if x]   # e.g. local,copy:cold,copy:warm
+    if only:
+        contenders = {k: v for k, v in contenders.items() if k in only or k == "local"}
     try:
         got = stats.interleaved(contenders, n=n)
     finally:
@@ -193,7 +197,7 @@ def compile_restart(server, model: Path, bucket: str, model_args: Sequence[str],
             "warm_first_token_vs_baseline": stats.ratio(got["ours"], got["main"]).summary()}
 
 
-def headline(got: dict, default: str = "copy") -> dict:
+def headline(got: dict, default: str = "copy") -> dict:  # noqa: C901
     """The figures issue 28 names for one model, from the default read path (``copy``: loadFormat
     local_copy): cold and warm load and first-token ratios against local disk."""
     r = got["ratios"]
@@ -202,7 +206,7 @@ def headline(got: dict, default: str = "copy") -> dict:
                      "bucket_to_first_token_ratio_vs_local": r[f"{default}:cold"].get("bucket_to_first_token_ratio_vs_local")},
             "warm": {"load_ratio_vs_local": r[f"{default}:warm"]["load_ratio_vs_local"],
                      "first_token_ratio_vs_local": r[f"{default}:warm"]["first_token_ratio_vs_local"]},
-            "mount_cold": r["mount:cold"]}
+            **({"mount_cold": r["mount:cold"]} if "mount:cold" in r else {})}
 
 
 def bench_all(server, results: dict, models: dict[str, tuple[Path, str, Sequence[str]]], full: bool,
