@@ -28,7 +28,7 @@ import pulumi
 
 from components.hosts.types import Host
 from components.mounting import copy_tool
-from components.mounting.mounts import marked_generation, remote_env
+from components.mounting.mounts import next_generation, remote_env
 from components.storage import tls
 
 
@@ -61,14 +61,9 @@ def copy_root(mount_cache_dir: str, prefix: str) -> str:
 
 def generation(marker_file: str, folder: str, local: bool) -> int:
     """The copy generation to ask for: the marker's, or the next one when the copy is gone."""
-    current = marked_generation(marker_file)
-    if current is None:
-        return 0
-    if local and not os.path.isfile(os.path.join(folder, copy_tool.MARKER)):
-        pulumi.log.warn(f"the local copy at {folder} is gone (removed, or its disk replaced); this run copies the "
-                        "model from the bucket again and replaces its container")
-        return current + 1
-    return current
+    return next_generation(marker_file, lambda: local and not os.path.isfile(os.path.join(folder, copy_tool.MARKER)),
+                           f"the local copy at {folder} is gone (removed, or its disk replaced); this run copies "
+                           "the model from the bucket again and replaces its container")
 
 
 class ModelCopy(pulumi.ComponentResource):

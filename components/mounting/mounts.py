@@ -124,16 +124,23 @@ def marked_generation(marker_file: str) -> Optional[int]:
         return None
 
 
-def generation(marker_file: str, mount_path: str, alive: Optional[Callable[[str], bool]]) -> int:
-    """The mount generation to ask for: the marker's, or the next one when that mount has died."""
+def next_generation(marker_file: str, lost: Callable[[], bool], warning: str) -> int:
+    """The generation to ask for: 0 when nothing was made (or it was destroyed), the marker's, or the
+    next one (with ``warning``) when what it made is ``lost``."""
     current = marked_generation(marker_file)
     if current is None:
-        return 0  # never mounted (or destroyed): the first generation
-    if alive is not None and not alive(mount_path):
-        pulumi.log.warn(f"the rclone mount at {mount_path} is not alive (rclone and its supervisor died, or it "
-                        "was unmounted); this run mounts it again (the container reading it stays)")
+        return 0
+    if lost():
+        pulumi.log.warn(warning)
         return current + 1
     return current
+
+
+def generation(marker_file: str, mount_path: str, alive: Optional[Callable[[str], bool]]) -> int:
+    """The mount generation to ask for: the marker's, or the next one when that mount has died."""
+    return next_generation(marker_file, lambda: alive is not None and not alive(mount_path),
+                           f"the rclone mount at {mount_path} is not alive (rclone and its supervisor died, or it "
+                           "was unmounted); this run mounts it again (the container reading it stays)")
 
 
 class RcloneMount(pulumi.ComponentResource):
