@@ -147,6 +147,7 @@ def bench_start(server, model: Path, bucket: str, model_args: Sequence[str], ful
                 n: int = stats.SAMPLES) -> dict:
     """Every read path of ``model`` (uploaded at ``bucket``/m/), interleaved, ``n`` rounds."""
     p = Paths(server, model, bucket, model_args)
+    n = int(os.environ.get("RUSTFS_VLLM_BENCH_ROUNDS") or n)     # fewer rounds for a short look (below 5: say so)
     contenders: dict[str, Callable[[], float]] = {
         "local": p.local, "mount:cold": p.mounted(False), "copy:cold": p.copied(False), "copy:warm": p.copied(True)}
     if full:
