@@ -610,10 +610,7 @@ def main() -> None:
         synthetic = synthetic_set(WORK / "synthetic", total, 4)
         server = Server(WORK / "s3data", args.server)
         try:
-            server.fresh_bucket("up-synthetic")
-            sync({"endpoint": server.endpoint, "access_key": ACCESS, "secret_key": SECRET, "bucket": "up-synthetic",
-                  "prefix": "m", "source": str(synthetic),
-                  "manifest": manifest_mod.build(str(synthetic), str(WORK / "hash-cache" / "synthetic.json"))})
+            uploaded(server, "up-synthetic", synthetic, "synthetic")
             bench_load(server, synthetic, results)
         finally:
             server.stop()
@@ -628,10 +625,7 @@ def main() -> None:
         results["mode"] += ", starts only"
         server = Server(WORK / "s3data", args.server)
         try:
-            server.fresh_bucket("up-real-model")
-            sync({"endpoint": server.endpoint, "access_key": ACCESS, "secret_key": SECRET, "bucket": "up-real-model",
-                  "prefix": "m", "source": str(MODEL),
-                  "manifest": manifest_mod.build(str(MODEL), str(WORK / "hash-cache" / "real-model.json"))})
+            uploaded(server, "up-real-model", MODEL, "real-model")
             bench_starts(server, results, args.full, big=not args.skip_big, save=lambda: save(results, args.server))
         finally:
             server.stop()
@@ -689,6 +683,13 @@ def start_table(st: dict) -> None:
         for path, ph in m["detail"]["phases"].items():
             print(f"  {path:12} " + " ".join(f"{ph[p]['median'] if p in ph else '':>14}"
                                            for p in ("copy", "load_begins", "load", "ready", "first_token")))
+
+
+def uploaded(server: Server, bucket: str, folder: Path, label: str) -> None:
+    """``folder`` in a fresh ``bucket`` under prefix m, by the program's own sync (not timed)."""
+    server.fresh_bucket(bucket)
+    sync({"endpoint": server.endpoint, "access_key": ACCESS, "secret_key": SECRET, "bucket": bucket, "prefix": "m",
+          "source": str(folder), "manifest": manifest_mod.build(str(folder), str(WORK / "hash-cache" / f"{label}.json"))})
 
 
 def save(results: dict, server: str) -> None:
