@@ -32,7 +32,7 @@ from components.config.spec import ModelSpec, StackConfig
 from components.hosts.types import Host, hosts_of
 from components.storage.model_upload import ModelUpload, ModelUploadArgs
 from components.mounting.copies import ModelCopy, ModelCopyArgs, copy_root
-from components.mounting.mounts import MountCache, MountCacheArgs, MountRoot, MountRootArgs, RcloneMount, RcloneMountArgs, remote_name
+from components.mounting.mounts import MountCache, MountCacheArgs, MountRoot, MountRootArgs, RcloneMount, RcloneMountArgs, keeper_name, remote_name
 from components.storage.s3_server import S3Server, S3ServerArgs
 from components.serving import streamer
 from components.serving.smoke import SmokeTest, SmokeTestArgs
@@ -157,8 +157,10 @@ class ServingStack(pulumi.ComponentResource):
                 remote=remote_name(cfg.name_prefix), endpoint=host.spec.s3_endpoint, bucket=self.bucket.name,
                 prefix=m.prefix, access_key=access_key, secret_key=secret_key, root=host.spec.mount_path,
                 cache_dir=os.path.join(host.spec.mount_cache_dir, m.prefix), flags=cfg.mount_flags,
-                manifest=upload.manifest, revision=upload.revision, ca_bundle=cfg.ca_bundle, host=host),
-                pulumi.ResourceOptions(parent=self, depends_on=[root, cache]))
+                manifest=upload.manifest, revision=upload.revision, ca_bundle=cfg.ca_bundle, host=host,
+                keeper_image=host.spec.vllm_image, keeper_name=keeper_name(cfg.name_prefix, m.prefix),
+                stack=cfg.stack),
+                pulumi.ResourceOptions(parent=self, depends_on=[root, cache, image]))
             self._add_server(host, m, self._server(host, m, image, on_docker, [root, mount]))
 
     def _add_server(self, host: Host, m: ModelSpec, server: VllmServer) -> None:

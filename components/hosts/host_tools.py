@@ -30,7 +30,8 @@ from components.paths import SCRIPTS
 # the launcher finds mount_tool.py beside itself in the host's tools folder
 TOOLS = {"rclone-mount": os.path.join(SCRIPTS, "rclone-mount"), "mount_tool.py": os.path.abspath(mount_tool.__file__),
          # mount_tool's copy-* actions (loadFormat local_copy) load it from beside itself
-         "copy_tool.py": os.path.join(os.path.dirname(os.path.abspath(mount_tool.__file__)), "copy_tool.py")}
+         "copy_tool.py": os.path.join(os.path.dirname(os.path.abspath(mount_tool.__file__)), "copy_tool.py"),
+         "keeper_tool.py": os.path.join(os.path.dirname(os.path.abspath(mount_tool.__file__)), "keeper_tool.py")}
 CA_FILE = "ca.pem"
 
 

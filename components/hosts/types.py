@@ -75,6 +75,10 @@ class Host(ABC):
     def marker_file(self, prefix: str) -> str:
         """Where the mount tool records a mount's generation ("" where the program cannot look)."""
 
+    @abstractmethod
+    def keeper_spec(self, prefix: str) -> str:
+        """Where a mount's keeper reads its spec on the host (mode 0600: it holds the keys)."""
+
     @property
     @abstractmethod
     def rclone(self) -> str: ...
@@ -113,6 +117,9 @@ class LocalHost(Host):
 
     def marker_file(self, prefix: str) -> str:
         return os.path.join(self.cfg.state_dir, "mounts", self.cfg.stack, f"{prefix}.json")
+
+    def keeper_spec(self, prefix: str) -> str:
+        return os.path.join(self.cfg.state_dir, "mounts", self.cfg.stack, f"{prefix}.keeper.json")
 
     @property
     def rclone(self) -> str:
@@ -168,6 +175,9 @@ class SshHost(Host):
 
     def marker_file(self, prefix: str) -> str:
         return ""
+
+    def keeper_spec(self, prefix: str) -> str:
+        return f"{self.spec.tools_dir}/mounts/{self.cfg.stack}-{prefix}.keeper.json"
 
     @property
     def rclone(self) -> str:

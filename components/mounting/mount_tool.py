@@ -29,6 +29,10 @@ from argv, so ``ps`` shows no credential:
 - RV_LOG: rclone's log file
 - RV_MARKER: file recording the mount's generation RV_GENERATION (written on mount, removed on
   unmount): the program compares it with what is mounted to notice a dead mount
+- RV_KEEPER_IMAGE, RV_KEEPER_NAME, RV_SPEC, RV_STACK: the mount's keeper container (keeper_tool.py):
+  its image, its name, the mode-0600 spec it reads (rclone's argv and credentials) and the stack
+  whose vLLM containers it starts once mounted; without them rclone runs under the supervisor
+  below instead (a mount that a host restart does not bring back)
 - RV_CACHE_ROOT: the stack's cache folder (mountCacheDir), one rclone --cache-dir per model in it;
   RV_PURGE: "1": cache-down removes the caches (purgeOnDestroy); else it says where they are
 
@@ -252,7 +256,12 @@ def _checked(cmd: Sequence[str]) -> None:
 
 
 def unmount_one(path: str, remote: Optional[str] = None) -> None:
-    """Stop the supervisor and rclone of the mount at ``path`` and unmount it (also a dead one)."""
+    """Stop the keeper (or the supervisor) and rclone of the mount at ``path`` and unmount it (also
+    a dead one). The keeper container goes first: its restart policy would start it again."""
+    try:
+        sibling("keeper_tool").remove_keepers(os.path.realpath(path))
+    except sibling("keeper_tool").DockerError as exc:
+        raise Fail(f"cannot remove the keeper of the mount at {path}: {exc}") from None
     _kill(supervisor_pids(path))
     _kill(rclone_pids(path, remote))
     for _ in range(50):
@@ -474,6 +483,12 @@ def root_down(env: Mapping[str, str]) -> None:
         state = mount_state(m, _remote(env))
         unmount_one(m, _remote(env))
         print(f"removed a leftover {state or 'stale'} rclone mount at {m} (not in the stack's state)")
+    keepers = sibling("keeper_tool")
+    if keepers.docker_socket():
+        for c in keepers.containers({"rustfs-vllm.role": "mount"}):
+            point = (c.get("Labels") or {}).get(keepers.MOUNT_LABEL, "")
+            if point.startswith(root + "/"):
+                print(f"removed a leftover mount keeper for {point}: {keepers.remove_keepers(point)}")
     for pid in sorted(set(supervisor_pids(root, under=True) + rclone_pids(root, under=True))):
         try:
             with open(f"/proc/{pid}/cmdline", "rb") as fh:
@@ -506,8 +521,8 @@ def fuse_device() -> bool:
 def _mount_point_ready(env: Mapping[str, str], mount: str) -> None:
     """The root is ours, nothing else is mounted at ``mount``, an earlier mount of ours there is
     gone (other flags, other credentials, or dead), FUSE and rclone are here, the point is empty."""
-    if not is_self_bind(env["RV_ROOT"]):
-        raise Fail(f"the mount root {env['RV_ROOT']} is not set up (run pulumi up)")
+    if not is_self_bind(env["RV_ROOT"]):   # lost with a host restart: made again, as the keepers do
+        root_up(env)
     fstype = mounted_at(mount)
     if fstype and fstype != FUSE:
         raise Fail(f"{env['RV_MOUNT']} already has a {fstype} filesystem mounted")
@@ -539,12 +554,30 @@ def _ca_flags(env: Mapping[str, str]) -> List[str]:
     return ["--ca-cert", ca]
 
 
-def _wait_mounted(env: Mapping[str, str], mount: str, deadline: float, log: Log) -> None:
+def start_keeper(env: Mapping[str, str], point: str, cmd: List[str], log: str) -> str:
+    """The mount's keeper container (RV_KEEPER_IMAGE, RV_KEEPER_NAME, RV_SPEC, RV_STACK: keeper_tool),
+    its spec written first; "" when no keeper is asked for (the supervisor is started instead)."""
+    image, name, spec = env.get("RV_KEEPER_IMAGE"), env.get("RV_KEEPER_NAME"), env.get("RV_SPEC")
+    if not image or not name or not spec:
+        return ""
+    tools = sibling("keeper_tool")
+    tools.write_spec(spec, {"mount": point, "root": os.path.realpath(env["RV_ROOT"]), "cmd": cmd, "log": log,
+                            "stack": env.get("RV_STACK") or "",
+                            "env": {k: v for k, v in env.items() if k.startswith("RCLONE_CONFIG_")}})
+    argv = [sys.executable or "python3", os.path.realpath(__file__), SUPERVISOR, point, "--keep", spec]
+    tools.start_keeper(name, image, point, env.get("RV_STACK") or "", argv)
+    return name
+
+
+def _wait_mounted(env: Mapping[str, str], mount: str, deadline: float, log: Log, keeper: str = "") -> None:
     """Until rclone has mounted at ``mount``: fails at the deadline, or at once when rclone exits
-    before mounting (a bad flag, a bad cache folder: no use waiting)."""
+    before mounting (a bad flag, a bad cache folder: no use waiting) or its keeper stops."""
     exited = f"rustfs-vllm: rclone for {mount} exited"
     wait, source, point = env.get("RV_WAIT_SECONDS") or "60", env["RV_SOURCE"], env["RV_MOUNT"]
     while mounted_at(mount) != FUSE:
+        trouble = sibling("keeper_tool").keeper_trouble(keeper) if keeper else None
+        if trouble:
+            raise fail_mount(mount, trouble, _remote(env))
         if time.monotonic() >= deadline:
             raise fail_mount(mount, f"rclone did not mount {source} at {point} within {wait} s; last lines of "
                                     f"{log.path}:\n{log.lines()}", _remote(env))
@@ -573,10 +606,14 @@ def mount(env: Mapping[str, str]) -> None:
            "--config", "/dev/null", "--cache-dir", env["RV_CACHE_DIR"], *flags]
     deadline = time.monotonic() + wait
     try:
-        start_supervisor(point, cmd, log.path, env)
+        keeper = start_keeper(env, point, cmd, log.path)
+        if not keeper:
+            start_supervisor(point, cmd, log.path, env)
     except OSError as exc:
         raise fail_mount(point, f"cannot start rclone's supervisor: {exc}", _remote(env)) from None
-    _wait_mounted(env, point, deadline, log)
+    except sibling("keeper_tool").DockerError as exc:
+        raise fail_mount(point, f"cannot start the mount's keeper container: {exc}", _remote(env)) from None
+    _wait_mounted(env, point, deadline, log, keeper)
     unseen = wait_visible(point, int(deadline - time.monotonic()), expect)
     if unseen:
         print(unseen, file=sys.stderr)
@@ -599,6 +636,8 @@ def unmount(env: Mapping[str, str]) -> None:
     unmount_one(point, _remote(env))
     _rmdir(point)                         # the mount point, if empty; never anything with files
     remove_marker(env)
+    if env.get("RV_SPEC") and os.path.exists(env["RV_SPEC"]):
+        os.remove(env["RV_SPEC"])         # the keeper's spec: it holds the keys
     if state == "live":
         print(f"unmounted {env['RV_MOUNT']}")
     elif state == "dead":
@@ -679,23 +718,30 @@ def read_env_stdin(stream: TextIO, env: Dict[str, str]) -> None:
             print(f"rclone-mount: ignoring unexpected variable {name} on stdin", file=sys.stderr)
 
 
-def copy_tool() -> Any:
-    """copy_tool.py, beside this file (here and in a host's tools folder): the node-local copies."""
+_SIBLINGS: Dict[str, Any] = {}
+
+
+def sibling(name: str) -> Any:
+    """``<name>.py`` beside this file (here and in a host's tools folder): copy_tool (the node-local
+    copies), keeper_tool (the mount keepers)."""
+    if name in _SIBLINGS:
+        return _SIBLINGS[name]
     import importlib.util
 
-    path = os.path.join(os.path.dirname(os.path.realpath(__file__)), "copy_tool.py")
-    spec = importlib.util.spec_from_file_location("rustfs_vllm_copy_tool", path)
+    path = os.path.join(os.path.dirname(os.path.realpath(__file__)), f"{name}.py")
+    spec = importlib.util.spec_from_file_location(f"rustfs_vllm_{name}", path)
     if spec is None or spec.loader is None or not os.path.exists(path):
         raise Fail(f"{path} is missing: the host's tools are incomplete (run pulumi up again)")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
+    _SIBLINGS[name] = module
     return module
 
 
 def run(action: str, env: Dict[str, str]) -> None:
     """Run one action with ``env`` (the process environment, or what came on stdin on top of it)."""
     if action.startswith("copy-"):
-        copy_tool().run(action, env, SimpleNamespace(**globals()))   # this module's helpers
+        sibling("copy_tool").run(action, env, SimpleNamespace(**globals()))   # this module's helpers
         return
     if action.startswith("cache-"):
         _need(env, "RV_CACHE_ROOT")
@@ -709,6 +755,8 @@ def run(action: str, env: Dict[str, str]) -> None:
 
 def main(argv: Sequence[str]) -> int:
     """``ACTION [--env-stdin]``, or the supervisor's ``rustfs-vllm-mount-supervisor MOUNT CMD...``."""
+    if len(argv) == 4 and argv[0] == SUPERVISOR and argv[2] == "--keep":
+        return sibling("keeper_tool").keep(argv[3], SimpleNamespace(**globals()))
     if len(argv) >= 3 and argv[0] == SUPERVISOR:
         return supervise(argv[1], list(argv[2:]))
     try:

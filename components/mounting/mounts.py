@@ -6,7 +6,10 @@ Layout (what users see is the guide's: ``<mountPath>/<prefix>/config.json``):
   containers bind it at ``/models`` with ``rslave`` propagation, so every mount made, re-made or
   removed under it after a container started reaches that container.
 - ``RcloneMount``, one per model: ``<bucket>/<prefix>`` mounted at ``<mountPath>/<prefix>`` by its
-  own rclone under a supervisor that mounts again within seconds when rclone dies. Adding,
+  own rclone under a keeper container (``<namePrefix>-mount-<prefix>``, restart policy
+  ``unless-stopped``: components/mounting/keeper_tool.py) that mounts again within seconds when
+  rclone dies, and brings the mount (and the root's shared bind) back when the host or its Docker
+  engine restarts, then starts the vLLM containers whose start failed for want of it. Adding,
   removing or changing one model touches only that model's mount; re-mounting one (new
   credentials, flags, a dead rclone) reaches its running container without replacing it.
 
@@ -94,6 +97,14 @@ class RcloneMountArgs:
     host: Host                                        # where it is mounted (rclone, log, marker, CA path)
     flags: Sequence[str] = ()
     ca_bundle: str = ""                               # rustfsCaBundle: rclone --ca-cert
+    keeper_image: str = ""                            # the host's vLLM image: runs the mount's keeper
+    keeper_name: str = ""                             # the keeper container's name
+    stack: str = ""                                   # whose vLLM containers the keeper starts
+
+
+def keeper_name(name_prefix: str, prefix: str) -> str:
+    """The keeper container of ``prefix``'s mount: ``<namePrefix>-mount-<prefix>`` (Docker's name rules)."""
+    return re.sub(r"[^a-zA-Z0-9_.-]", "-", f"{name_prefix}-mount-{prefix.lower()}")
 
 
 def remote_name(name_prefix: str) -> str:
@@ -160,6 +171,8 @@ class RcloneMount(pulumi.ComponentResource):
             "RV_LOG": host.log_file(args.prefix), "RV_EXPECT": expect, "RV_MARKER": marker,
             "RV_GENERATION": str(gen),
             **({"RV_CA_CERT": host.ca_path or args.ca_bundle} if args.ca_bundle else {}),
+            **({"RV_KEEPER_IMAGE": args.keeper_image, "RV_KEEPER_NAME": args.keeper_name,
+                "RV_SPEC": host.keeper_spec(args.prefix), "RV_STACK": args.stack} if args.keeper_image else {}),
             **remote_env(r, v[0], v[2], v[3]),
         })
         self.command = host.command(

@@ -13,6 +13,12 @@ new weights replace the container (vLLM loads them at start); nothing about the 
 reaches vLLM as a secret file: a ``--config`` YAML file uploaded into the container (vLLM reads
 its options from it), never argv or environment, so ``docker inspect`` shows no key.
 
+A mounted model's container waits for its mount before vLLM starts: its entrypoint is a
+``/bin/sh`` wrapper that polls ``/models/<prefix>/config.json`` (a host restart may start the
+container before the mount's keeper has mounted again), then runs ``vllm serve`` with the same argv
+(the vllm/vllm-openai images' entrypoint); after ``MOUNT_WAIT_SECONDS`` it exits and the restart
+policy starts it again. It never starts on an empty folder.
+
 A model with ``loadFormat: local_copy`` reads the host's own copy of its revision instead
 (components.mounting.copies), bound read-only at ``/models/<prefix>``: the same argv, local disk.
 
@@ -83,6 +89,21 @@ class VllmServerArgs:
         return self.load_format == streamer.LOAD_FORMAT
 
 
+VLLM_ENTRYPOINT = ["vllm", "serve"]      # vllm/vllm-openai(-cpu)'s ENTRYPOINT, run by the mount wait
+MOUNT_WAIT_SECONDS = 600
+MOUNT_WAIT = (
+    'n=0; until [ -f "$RV_MODEL_DIR/config.json" ]; do '
+    '[ "$n" = 0 ] && echo "rustfs-vllm: waiting for the model\'s mount at $RV_MODEL_DIR" >&2; '
+    f'n=$((n+1)); if [ "$n" -ge {MOUNT_WAIT_SECONDS} ]; then '
+    f'echo "rustfs-vllm: $RV_MODEL_DIR/config.json is not there after {MOUNT_WAIT_SECONDS} s (is the mount\'s keeper '
+    'running?); exiting so that the restart policy tries again" >&2; exit 75; fi; sleep 1; done; exec "$@"')
+
+
+def mount_wait_entrypoint() -> list[str]:
+    """The entrypoint of a mounted model's container: wait for the weights, then ``vllm serve``."""
+    return ["/bin/sh", "-c", MOUNT_WAIT, "rustfs-vllm-wait-mount", *VLLM_ENTRYPOINT]
+
+
 def vllm_argv(args: VllmServerArgs) -> list[str]:
     argv = ["--model", args.model_dir, "--served-model-name", args.served_name, "--dtype", args.dtype,
             "--max-model-len", str(args.max_model_len)]
@@ -126,9 +147,13 @@ class VllmServer(pulumi.ComponentResource):
                **({"VLLM_CPU_KVCACHE_SPACE": f"{args.kv_cache_space_gib:g}"} if args.kv_cache_space_gib else {}),
                **(streamer.env(args.s3_endpoint, bool(args.ca_bundle)) if args.streamed else {})}
         uploads = _uploads(args, api_key)
+        mounted = not args.streamed and args.weights_dir is None
+        if mounted:
+            env["RV_MODEL_DIR"] = args.model_dir
         self.container = docker.Container(f"{name}-container", docker.ContainerArgs(
             name=args.container_name,
             image=args.image_id,
+            entrypoints=mount_wait_entrypoint() if mounted else None,
             command=vllm_argv(args),
             envs=[f"{k}={v}" for k, v in sorted(env.items())],
             uploads=uploads,
