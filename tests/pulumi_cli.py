@@ -10,6 +10,11 @@ from pathlib import Path
 from tests.helpers import pulumi_env
 
 
+# (command, everything it printed) of every pulumi command run in this test process: the reliability
+# suite's last test scans it for Python tracebacks (none may reach a user)
+TRANSCRIPT: list[tuple[str, str]] = []
+
+
 class Stack:
     def __init__(self, workdir: Path, name: str) -> None:
         self.workdir = workdir
@@ -25,6 +30,7 @@ class Stack:
         cmd = [*prefix, "pulumi", *args_l[:at], "--stack", self.name, "--non-interactive", *args_l[at:]]
         proc = subprocess.run(cmd, cwd=self.workdir,
                               env=self.env, input=stdin, capture_output=True, text=True, timeout=timeout)
+        TRANSCRIPT.append((" ".join(cmd), proc.stdout + proc.stderr))
         if label:
             self.timings[label] = round(time.monotonic() - started, 2)
         if check and proc.returncode != 0:

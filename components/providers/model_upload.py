@@ -19,7 +19,7 @@ from pulumi.dynamic import CheckFailure, CheckResult, CreateResult, DiffResult, 
 
 from components.storage import layout
 from components.storage.manifest import MULTIPART_THRESHOLD, PART_SIZE
-from components.storage import s3
+from components.storage import s3, space
 from components.dynamic import secret_outputs
 from components.errors import ProviderError
 
@@ -227,7 +227,11 @@ def sync(props: dict[str, Any], old_manifest: dict[str, Any] | None = None) -> d
     except RuntimeError:
         raise
     except Exception as exc:  # noqa: BLE001
-        raise ProviderError(s3.explain(exc, endpoint, f"upload of model {prefix}")) from None
+        message = s3.explain(exc, endpoint, f"upload of model {prefix}")
+        if s3.error_code(exc) in space.SPACE_CODES:
+            needed = sum(int(manifest[rel]["size"]) for rel in todo) - progress.done_bytes
+            message += "; " + space.hint(str(props.get("store") or ""), needed)
+        raise ProviderError(message) from None
     return {"files": len(todo), "bytes": sent, "deleted": len(stale),
             "seconds": round(time.monotonic() - started, 3)}
 
