@@ -73,7 +73,7 @@ class ServingStack(pulumi.ComponentResource):
             self.uploads[m.name] = ModelUpload(f"model-{m.prefix}", ModelUploadArgs(
                 endpoint=endpoint, bucket=self.bucket.name, prefix=m.prefix, source=m.source,
                 access_key=access_key, secret_key=secret_key, cache_dir=os.path.join(cfg.state_dir, "hash-cache"),
-                purge=cfg.purge_on_destroy, store=store, ca_bundle=cfg.ca_bundle), after_server)
+                purge=cfg.purge_on_destroy, store=store, ca_bundle=cfg.ca_bundle, stack=cfg.stack), after_server)
 
         self.cfg = cfg
         self.hosts: list[Host] = args.hosts if args.hosts is not None else hosts_of(cfg)

@@ -66,7 +66,7 @@ class KubeStack(pulumi.ComponentResource):
             upload = self.uploads[m.name] = ModelUpload(f"model-{m.prefix}", ModelUploadArgs(
                 endpoint=cfg.rustfs_endpoint, bucket=self.bucket.name, prefix=m.prefix, source=m.source,
                 access_key=access_key, secret_key=secret_key, cache_dir=os.path.join(cfg.state_dir, "hash-cache"),
-                purge=cfg.purge_on_destroy, store=store, ca_bundle=cfg.ca_bundle), after_server)
+                purge=cfg.purge_on_destroy, store=store, ca_bundle=cfg.ca_bundle, stack=cfg.stack), after_server)
             after: list[pulumi.Resource] = [upload]
             if m.load_format != streamer.LOAD_FORMAT:
                 after.append(KubeMount(f"mount-{m.prefix}", KubeMountArgs(

@@ -15,6 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Optional
 
 import pulumi
+import yaml
 from pulumi.dynamic import CheckFailure, CheckResult, CreateResult, DiffResult, ReadResult, Resource, ResourceProvider, UpdateResult
 
 from components.storage import layout
@@ -28,7 +29,7 @@ REPLACE_ON = ("endpoint", "bucket", "prefix")
 DEFAULT_FILE_WORKERS = 4
 DEFAULT_PART_WORKERS = 1
 UPDATE_ON = ("manifest", "source", "access_key", "secret_key", "purge", "file_workers", "part_workers", "store",
-             "ca_bundle")
+             "ca_bundle", "stack")
 
 
 PROGRESS_EVERY = 5.0  # seconds between progress lines of a running upload
@@ -227,13 +228,44 @@ def sync(props: dict[str, Any], old_manifest: dict[str, Any] | None = None) -> d
     except RuntimeError:
         raise
     except Exception as exc:  # noqa: BLE001
-        message = s3.explain(exc, endpoint, f"upload of model {prefix}")
-        if s3.error_code(exc) in space.SPACE_CODES:
-            needed = sum(int(manifest[rel]["size"]) for rel in todo) - progress.done_bytes
-            message += "; " + space.hint(str(props.get("store") or ""), needed)
-        raise ProviderError(message) from None
+        needed = sum(int(manifest[rel]["size"]) for rel in todo) - progress.done_bytes
+        raise ProviderError(upload_error(exc, props, needed)) from None
     return {"files": len(todo), "bytes": sent, "deleted": len(stale),
             "seconds": round(time.monotonic() - started, 3)}
+
+
+def upload_error(exc: BaseException, props: dict[str, Any], needed: int) -> str:
+    """The one line for a failed upload; a server-side error also names the likely full disk, with
+    the server volume's free space where this machine can read it and what was still to send."""
+    message = s3.explain(exc, props["endpoint"], f"upload of model {props['prefix']}")
+    if s3.error_code(exc) in space.SPACE_CODES:
+        message += "; " + space.hint(str(props.get("store") or ""), needed)
+    return message
+
+
+def configured_purge(props: dict[str, Any], folder: str = "") -> bool:
+    """purgeOnDestroy as the stack's configuration says at destroy time. ``pulumi destroy`` works from
+    the deployed state, which holds the value of the last ``up``; a ``pulumi config set purgeOnDestroy``
+    made since is in ``Pulumi.<stack>.yaml`` (in the project folder, this provider's working folder),
+    and that is what is followed, either way, saying so. The deployed value when the file cannot tell
+    (no ``stack`` recorded yet, no such file, config kept elsewhere)."""
+    deployed = bool(props.get("purge"))
+    stack = props.get("stack")
+    if not stack:
+        return deployed
+    path = os.path.join(folder or os.getcwd(), f"Pulumi.{stack}.yaml")
+    try:
+        with open(path, encoding="utf-8") as fh:
+            config = (yaml.safe_load(fh) or {}).get("config") or {}
+    except (OSError, yaml.YAMLError, AttributeError):
+        return deployed
+    value = config.get("rustfs-vllm:purgeOnDestroy", False)
+    now = value is True or str(value).strip().lower() == "true"
+    if now != deployed:
+        print(f"model {props.get('prefix')}: purgeOnDestroy is {str(now).lower()} in {os.path.basename(path)} "
+              f"(the stack was last deployed with {str(deployed).lower()}): following the configuration, "
+              f"{'removing' if now else 'keeping'} the model's objects", flush=True)
+    return now
 
 
 class ModelUploadProvider(ResourceProvider):
@@ -283,7 +315,7 @@ class ModelUploadProvider(ResourceProvider):
         return ReadResult(id_, {**props, "manifest": seen})
 
     def delete(self, _id: str, props: dict[str, Any]) -> None:
-        if not props.get("purge"):
+        if not configured_purge(props):
             return  # the weights stay in the bucket: purge was not configured
         c = s3.client_for(props)
         try:

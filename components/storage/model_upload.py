@@ -32,6 +32,7 @@ class ModelUploadArgs:
     ca_bundle: str = ""              # rustfsCaBundle ("" = the system's CAs)
     file_workers: int = DEFAULT_FILE_WORKERS
     part_workers: int = DEFAULT_PART_WORKERS
+    stack: str = ""                  # destroy reads purgeOnDestroy from Pulumi.<stack>.yaml as it is then
 
 
 class ModelUpload(pulumi.ComponentResource):
@@ -52,6 +53,7 @@ class ModelUpload(pulumi.ComponentResource):
             "file_workers": args.file_workers, "part_workers": args.part_workers,
             "access_key": pulumi.Output.secret(args.access_key), "secret_key": pulumi.Output.secret(args.secret_key),
             **({"ca_bundle": args.ca_bundle} if args.ca_bundle else {}),  # absent when unset: no diff for old stacks
+            **({"stack": args.stack} if args.stack else {}),
         }, pulumi.ResourceOptions(parent=self, depends_on=opts.depends_on if opts else None))
         self.manifest = manifest
         self.prefix_value = args.prefix

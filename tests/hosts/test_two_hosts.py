@@ -13,7 +13,8 @@ One model ("both") on hosts a and b, one ("one") on host a only. Steps, on one s
   model's entry point, spread over both hosts -> no-change up
   -> change "one" (touches only host a's "one") -> kill rclone of "both" on host b while host a
   keeps serving (b's mount comes back by itself) -> host b's vLLM killed under load through the entry
-  point (only requests in flight on b fail; b comes back by its restart policy) -> host b down: the model's entry point (nginx on
+  point (only requests in flight on b fail; b comes back by its restart policy) -> host b restarts
+  (engine, mounts, rclone: it serves again with no pulumi run) -> host b down: the model's entry point (nginx on
   this machine) keeps answering from a, preview and up fail naming it,
   destroy cleans host a and fails for b -> b back: destroy ends with no container or mount on any
   host, every object kept.
@@ -172,6 +173,25 @@ def test_two_hosts(env):
     assert report["requests"] >= 48 and report["failed"] == report["failed_in_flight"] <= 4, report
     assert on_host("b", f"docker inspect -f '{{{{.RestartCount}}}}' {box}").strip() == "1"
     stack.run("preview", "--expect-no-changes", label="preview_after_b_vllm_killed")
+
+    # 5c. host b restarts (engine stopped, rclone and keeper gone, nothing mounted under /mnt, engine
+    #     started): b serves again with no pulumi command (its keeper mounts, then starts b's vLLM);
+    #     host a is never touched; preview --refresh is clean after
+    a_before = containers("a", stack.name)
+    sim("restart", "b")
+    restarted = time.monotonic()
+    deadline = restarted + 900
+    while time.monotonic() < deadline:
+        try:
+            if complete(url("b", 8101), "both", timeout=30):
+                break
+        except Exception:  # noqa: BLE001 - b starting
+            time.sleep(2)
+    else:
+        raise AssertionError("host b did not serve again within 900 s of its restart")
+    env["timings"]["b_restarted_serving_again_s"] = round(time.monotonic() - restarted, 1)
+    assert containers("a", stack.name) == a_before
+    stack.run("preview", "--refresh", "--expect-no-changes", label="preview_refresh_after_b_restart")
 
     # 6. host b goes down (sshd, Docker and mounts gone): preview and up stop before changing
     #    anything, naming the host; destroy removes what it can on host a and fails for b's resources;

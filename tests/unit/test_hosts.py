@@ -130,12 +130,15 @@ KEEPER_ENV = ("RV_KEEPER_IMAGE", "RV_KEEPER_NAME", "RV_SPEC", "RV_STACK")
 def without_restart_healing(graph: dict[str, dict]) -> dict[str, dict]:
     """The graph less what issue 29 (a host that restarts serves again) adds to a mounted model: its
     mount command's keeper variables (an update of the mount: the keeper container takes over from
-    the supervisor) and, in its container, the mount-wait entrypoint and RV_MODEL_DIR (replaced once)."""
+    the supervisor), in its container the mount-wait entrypoint and RV_MODEL_DIR (replaced once), and
+    the upload's ``stack`` (an update that sends nothing: destroy reads purgeOnDestroy's current value)."""
     out = {}
     for urn, inputs in graph.items():
         env = inputs.get("environment")
         if urn.endswith("-command") and isinstance(env, dict) and "RV_KEEPER_IMAGE" in env:
             inputs = {**inputs, "environment": {k: v for k, v in env.items() if k not in KEEPER_ENV}}
+        if urn.endswith("-objects") and "ModelUpload" in urn:      # destroy reads purgeOnDestroy then
+            inputs = {k: v for k, v in inputs.items() if k != "stack"}
         if "docker:index/container:Container" in urn and "entrypoints" in inputs:
             inputs = {k: v for k, v in inputs.items() if k != "entrypoints"}
             inputs["envs"] = [e for e in inputs.get("envs", []) if not e.startswith("RV_MODEL_DIR=")]
