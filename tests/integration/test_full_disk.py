@@ -17,9 +17,10 @@ from components.errors import ProviderError
 from components.providers import model_upload
 from components.storage import manifest, s3
 from tests import s3_under_test
-from tests.helpers import free_port, wait_http
+from tests.helpers import ROOT, free_port, wait_http
 
 ACCESS, SECRET = "fulldisk-access-0001", "fulldisk-secret-00001"
+RESULT = ROOT / ".state" / f"full-disk-{s3_under_test.KIND}.txt"      # the message, for the docs
 
 
 def run_server(client, volume: str, port: int):
@@ -29,7 +30,7 @@ def run_server(client, volume: str, port: int):
         return client.containers.run(s3_under_test.RUSTFS_IMAGE, detach=True, environment=env,
                                      ports={"9000/tcp": ("127.0.0.1", port)}, volumes={volume: {"bind": "/data"}})
     return client.containers.run(s3_under_test.STANDIN_IMAGE, ["serve", "s3", "/data", "--addr", ":9000"],
-                                 detach=True, environment={"RCLONE_AUTH_KEY": f"{ACCESS},{SECRET}"},
+                                 detach=True, environment={"RCLONE_AUTH_KEY": f'"{ACCESS},{SECRET}"'},
                                  ports={"9000/tcp": ("127.0.0.1", port)}, volumes={volume: {"bind": "/data"}})
 
 
@@ -38,7 +39,7 @@ def test_an_upload_to_a_full_server_names_the_space(tmp_path, size_mib):
     client = docker.from_env()
     tag = secrets.token_hex(3)
     small = client.volumes.create(f"rv-full-{tag}", driver_opts={"type": "tmpfs", "device": "tmpfs",
-                                                                 "o": f"size={size_mib}m"})
+                                                                 "o": f"size={size_mib}m,uid=10001,gid=10001"})
     big = client.volumes.create(f"rv-roomy-{tag}")
     model = tmp_path / "model"
     model.mkdir()
@@ -68,6 +69,8 @@ def test_an_upload_to_a_full_server_names_the_space(tmp_path, size_mib):
                 assert "out of space" in text and f"volume {small.name}" in text, text
                 assert "free of" in text and "still needed" in text and "pulumi up" in text, text
                 assert "Traceback" not in text
+                RESULT.parent.mkdir(exist_ok=True)
+                RESULT.write_text(text + "\n")
                 containers.pop().remove(force=True)
             else:
                 stats = model_upload.sync(props)     # a bigger volume converges

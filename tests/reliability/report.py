@@ -106,8 +106,47 @@ def main() -> None:
             detail = r["detail"].replace("|", "/").replace("`", "'")
             lines.append(f"| {r['case']} | {r['stage']} | {r['result']} | `{detail}` |")
     lines += serving_rows(state, kind, other)
+    lines += restart_rows(state, kind, other)
     lines.append(f"\n_Last run: {time.strftime('%Y-%m-%d %H:%M %Z')}._\n")
     (ROOT / "docs" / "RELIABILITY.md").write_text("\n".join(lines))
+
+
+RESTARTS = """
+## Host restarts and host-level losses
+
+`tests/reliability/test_host_restart.py` ({server}; one stack on this machine, model A read through
+its rclone mount, model B from its local copy) and step 5c of `tests/hosts/test_two_hosts.py` (a
+simulated SSH host). A host restart is simulated for real: the Docker engine stopped (its containers
+with it), every rclone, keeper and supervisor of the stack killed, everything under and including the
+mount root unmounted, the engine started. "Serving again": from the engine's start (or the end of the
+run named) until both models answer the OpenAI client's default request. "Healed by": who did the
+work. After each row, `pulumi preview --refresh` showed no change, and model B's container was never
+restarted by a single loss of A's parts.
+"""
+
+
+def restart_rows(state, kind: str, other: str) -> list[str]:
+    """The table of host restarts and host-level losses, per S3 server with results."""
+    healer = {"host restart, no pulumi run": "the host: Docker's restart policies, the mount keeper",
+              "host restart, up --refresh at once": "the host; the run converges beside it"}
+    out: list[str] = []
+    for server in (kind, other):
+        rows = []
+        f = state / f"reliability-restart-{server}.json"
+        for case, r in (json.loads(f.read_text()).items() if f.exists() else []):
+            took = r.get("serving_again_s", r.get("serving_after_up_s"))
+            run = f"`pulumi up --refresh` ({r['up_s']} s)" if "up_s" in r else "none"
+            rows.append((case, run, took, r.get("healed_by") or healer.get(case, "")))
+        hosts = state / f"e2e-hosts-{server}.json"
+        b = json.loads(hosts.read_text()).get("b_restarted_serving_again_s") if hosts.exists() else None
+        if b is not None:
+            rows.append(("simulated SSH host b restarted", "none", b, "the host: Docker's restart policies, the keeper"))
+        if not rows:
+            continue
+        out += [RESTARTS.format(server=SERVERS[server].split(";")[0]),
+                "| loss | pulumi run | serving again after (s) | healed by |", "| --- | --- | --- | --- |"]
+        out += [f"| {case} | {run} | {took} | {who} |" for case, run, took, who in rows]
+    return out
 
 
 def serving_rows(state, kind: str, other: str) -> list[str]:

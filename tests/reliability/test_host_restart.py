@@ -180,6 +180,12 @@ def test_3_up_refresh_right_after_a_restart_converges(world):
     assert changes(world["stack"]) == {}
 
 
+HEALER = {"mount root": "the host: A's keeper makes the root's shared bind and the mount again",
+          "A's rclone": "the host: A's keeper mounts again",
+          "A's vLLM container": "the run: refresh finds it gone, up creates it",
+          "the S3 server's container": "the run: refresh finds it gone, up creates it on its kept volume"}
+
+
 @pytest.mark.parametrize("loss", ["mount root", "A's rclone", "A's vLLM container", "the S3 server's container"])
 def test_4_each_loss_alone_then_up_refresh(world, loss):
     w = world
@@ -198,6 +204,7 @@ def test_4_each_loss_alone_then_up_refresh(world, loss):
     started = time.monotonic()
     w["stack"].run("up", "--refresh", "--yes", "--skip-preview")
     took = wait_serving(w)
-    _results[f"lost {loss}, up --refresh"] = {"up_s": round(time.monotonic() - started, 1), "serving_after_up_s": took}
+    _results[f"lost {loss}, up --refresh"] = {"up_s": round(time.monotonic() - started, 1), "serving_after_up_s": took,
+                                              "healed_by": HEALER[loss]}
     assert started_at(w, "b") == b_before, "model B was restarted"
     assert changes(w["stack"]) == {}

@@ -1,0 +1,62 @@
+"""purgeOnDestroy set right before `pulumi destroy` is what destroy does, both orders, through the real
+engine (issue 29). Destroy works from the deployed state; the upload's delete reads the value in
+Pulumi.<stack>.yaml at destroy time and follows it, saying so:
+
+1. up with purgeOnDestroy false, then `pulumi config set purgeOnDestroy true`, then destroy: the
+   model's objects are gone.
+2. up with purgeOnDestroy true, then `pulumi config set purgeOnDestroy false`, then destroy: every
+   object is kept.
+
+One small model, loadFormat local_copy, no smoke test; the server is tests/s3_under_test.py's
+(real RustFS under `make test-rustfs`, else the rclone serve s3 stand-in, NOT RustFS).
+"""
+from __future__ import annotations
+
+import secrets
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tests import s3_under_test
+from tests.helpers import ROOT, free_port
+from tests.pulumi_cli import Stack
+
+MODEL = ROOT / "models" / "SmolLM2-135M-Instruct"
+PREFIX, BUCKET = "smollm2", "purge-models"
+
+
+def test_destroy_follows_purge_on_destroy_set_after_the_last_up(tmp_path: Path):
+    if not MODEL.joinpath("model.safetensors").exists():
+        pytest.skip("scripts/build-smollm2-model has not run (scripts/test runs it)")
+    source = tmp_path / "model"
+    shutil.copytree(MODEL, source, ignore=shutil.ignore_patterns(".complete"))
+    stack = Stack(ROOT, f"prg-{secrets.token_hex(3)}")
+    stack.init()
+    name = f"rvllm-{stack.name}"
+    volume = f"{name}-data"
+    cfg = {"environment": "test", "namePrefix": name, **s3_under_test.stack_settings(),
+           "rustfsPort": str(free_port()), "bindAddress": "127.0.0.1", "bucket": BUCKET,
+           "mountPath": f"/mnt/{name}", "mountCacheDir": str(tmp_path / "cache"), "smokeTest": False,
+           "vllmImage": "rustfs-vllm/vllm-openai-cpu:0.30.0", "vllmReadyTimeout": 600, "vllmCompileCache": False,
+           "models": [{"name": "smollm2", "source": str(source), "prefix": PREFIX, "port": free_port(),
+                       "maxModelLen": 512, "kvCacheSpaceGib": 1, "extraArgs": ["--enforce-eager"]}]}
+    try:
+        for deployed, at_destroy in ((False, True), (True, False)):
+            stack.write_config({**cfg, "purgeOnDestroy": deployed})
+            stack.set("rustfsAccessKey", "prg-access-0123456789", secret=True)
+            stack.set("rustfsSecretKey", "prg-secret-0123456789", secret=True)
+            stack.run("up", "--yes", "--skip-preview")
+            files = {k for k in s3_under_test.volume_objects(volume) if k.startswith(f"{BUCKET}/{PREFIX}/")}
+            assert len(files) >= 5, files
+            stack.set("purgeOnDestroy", str(at_destroy).lower())
+            out = stack.run("destroy", "--yes", "--skip-preview")
+            left = {k for k in s3_under_test.volume_objects(volume) if k.startswith(f"{BUCKET}/{PREFIX}/")}
+            if at_destroy:
+                assert left == set(), f"set purgeOnDestroy true, then destroy: {len(left)} objects stayed"
+            else:
+                assert left == files, "set purgeOnDestroy false, then destroy: objects were removed"
+            said = out.stdout + out.stderr
+            assert "Traceback" not in said
+    finally:
+        stack.teardown(volume)
