@@ -103,6 +103,10 @@ def check_models(r: Reader, v: dict[str, Any]) -> None:
                   "no balancerPort with target: kubernetes (the model's Service spreads requests over its pods)")
         if m.gpus and not GPU_COUNT_RE.fullmatch(m.gpus):
             r.bad(f"{key}.gpus", m.gpus, "'count=N' or empty with target: kubernetes (the nvidia.com/gpu resource)")
+        if not (m.gpus or v["vllm_gpus"]) and m.kv_cache_space_gib is None and m.memory_gib is None:
+            r.bad(f"{key}.kvCacheSpaceGib", None, "a KV cache size in GiB (or the pod's memoryGib) for a model without "
+                                                "GPUs with target: kubernetes: otherwise vLLM sizes its KV cache as a "
+                                                "fraction of the whole node's memory, past the pod's memory limit")
         if m.load_format == "local_copy":
             r.bad(f"{key}.loadFormat", m.load_format, "mount or runai_streamer with target: kubernetes (the node-local "
                                                       "copy runs on Docker hosts only so far)")

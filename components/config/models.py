@@ -77,7 +77,8 @@ def _model(r: Reader, i: int, m: Mapping[str, Any], project_dir: str, hosts: lis
                      gpus=r.field(FIELD["gpus"], m, key), hosts=tuple(on),
                      balancer_port=r.field(FIELD["balancerPort"], m, key), load_format=load_format,
                      load_format_given="loadFormat" in m,
-                     replicas=r.field(FIELD["replicas"], m, key))
+                     replicas=r.field(FIELD["replicas"], m, key),
+                     memory_gib=r.field(FIELD["memoryGib"], m, key), cpus=r.field(FIELD["cpus"], m, key))
 
 
 def _source(r: Reader, key: str, m: Mapping[str, Any], project_dir: str) -> tuple[str, bool]:

@@ -61,6 +61,8 @@ class ModelSpec:
     load_format: str = "mount"                               # "mount", "runai_streamer" or "local_copy"
     replicas: int = 1                                        # target kubernetes: the Deployment's replicas
     load_format_given: bool = True                           # False: the target's default (the note on upgrade)
+    memory_gib: Optional[float] = None                       # target kubernetes: the pod's memory request
+    cpus: Optional[float] = None                             # target kubernetes: the pod's CPU request
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,8 @@
   probe on ``/health`` gates the Service's endpoints, and ``preStop`` waits 5 s so a pod leaves
   the Service before vLLM stops: a client sees no failed request while a model rolls.
 - A startup probe gives vLLM ``vllmReadyTimeout`` seconds to load; GPUs are ``nvidia.com/gpu``
-  limits; ``/dev/shm`` is a memory volume of ``vllmShmSize``.
+  limits; ``/dev/shm`` is a memory volume of ``vllmShmSize``; memory and CPU requests and a memory
+  limit come from the model (components.kube.sizing), so the pod is never BestEffort.
 - The API key (``vllmApiKey``) reaches vLLM as ``VLLM_API_KEY`` from the Secret, by reference.
 - Pulumi's await logic waits for the Deployment's rollout and the Service's endpoints; then the
   smoke completion goes through the Service, from this machine (``kubeNodeAddress:<port>``).
@@ -32,6 +33,7 @@ import pulumi_kubernetes as k8s
 from components.config.kube import gpu_count
 from components.kube.cluster import API_KEY, AWS_CREDENTIALS, CA_FILE, KubeCluster
 from components.kube.mount import REVISION, host_path
+from components.kube import sizing
 from components.kube.names import dns_name, labels, meta
 from components.serving import streamer
 from components.serving.vllm import VllmServerArgs, shm_megabytes, vllm_argv
@@ -66,6 +68,9 @@ class KubeModelArgs:
     shm_size: str = "2g"
     gpus: str = ""
     ready_timeout: int = 900
+    weights_bytes: int = 0                   # the upload's bytes: the pod's memory request (kube.sizing)
+    memory_gib: Optional[float] = None       # models[].memoryGib: the request instead of the estimate
+    cpus: Optional[float] = None
 
 
 def argv(args: KubeModelArgs) -> list[str]:
@@ -118,8 +123,7 @@ class KubeModel(pulumi.ComponentResource):
                             name="vllm", image=args.image, image_pull_policy="IfNotPresent", args=argv(args),
                             env=env_vars, volume_mounts=mounts,
                             ports=[k8s.core.v1.ContainerPortArgs(name="http", container_port=VLLM_PORT)],
-                            resources=k8s.core.v1.ResourceRequirementsArgs(limits={"nvidia.com/gpu": str(gpus)})
-                            if gpus else None,
+                            resources=k8s.core.v1.ResourceRequirementsArgs(**pod_size(args).requirements(gpus)),
                             startup_probe=k8s.core.v1.ProbeArgs(
                                 http_get=health, period_seconds=5, failure_threshold=math.ceil(args.ready_timeout / 5)),
                             readiness_probe=k8s.core.v1.ProbeArgs(http_get=health, period_seconds=2,
@@ -141,6 +145,12 @@ class KubeModel(pulumi.ComponentResource):
         # what the smoke completion re-runs for: a new rollout of the pods
         self.rollout = pulumi.Output.all(self.deployment.id, annotations).apply(lambda v: f"{v[0]} {sorted(v[1].items())}")
         self.register_outputs({"base_url": self.base_url, "served_name": self.served_name})
+
+
+def pod_size(args: KubeModelArgs) -> sizing.PodSize:
+    """The vLLM pod's requests and memory limit (components.kube.sizing)."""
+    return sizing.vllm_pod(args.weights_bytes, args.kv_cache_space_gib, shm_megabytes(args.shm_size),
+                           gpu_count(args.gpus), args.memory_gib, args.cpus)
 
 
 def _environment(args: KubeModelArgs) -> list[k8s.core.v1.EnvVarArgs]:

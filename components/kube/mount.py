@@ -26,6 +26,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components.kube.cluster import ACCESS_KEY, CA_FILE, SECRET_KEY, KubeCluster
+from components.kube import sizing
 from components.kube.names import dns_name, labels, meta
 
 REVISION = "rustfs-vllm/revision"
@@ -98,6 +99,8 @@ class KubeMount(pulumi.ComponentResource):
                             args=pulumi.Output.from_input(source).apply(lambda s: [point, s, *flags]),
                             env=env, volume_mounts=mounts,
                             security_context=k8s.core.v1.SecurityContextArgs(privileged=True),
+                            resources=k8s.core.v1.ResourceRequirementsArgs(requests=sizing.MOUNT_REQUEST,
+                                                                           limits=sizing.MOUNT_LIMIT),
                             readiness_probe=k8s.core.v1.ProbeArgs(
                                 exec_=k8s.core.v1.ExecActionArgs(command=["test", "-e", f"{point}/config.json"]),
                                 period_seconds=3, failure_threshold=2, timeout_seconds=10))],

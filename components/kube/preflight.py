@@ -2,18 +2,23 @@
 
 - the kubeconfig's API server must answer a TCP connection from this machine (else every resource
   would time out after the uploads);
-- an https S3 endpoint must be trusted (as on Docker).
+- an https S3 endpoint must be trusted (as on Docker);
+- every model's vLLM pod must fit some node by its memory request (components.kube.sizing), read
+  from the API server's nodes (skipped when they cannot be read: scheduling then says why).
 Nothing is asked of this machine's FUSE, ports or images: the nodes mount and serve.
 """
 from __future__ import annotations
 
+import os
 import socket
 from typing import Callable, Optional
 from urllib.parse import urlsplit
 
-from components.config.kube import server_of
+from components.config.kube import gpu_count, server_of
 from components.config.schema import NAMESPACE
 from components.config.spec import StackConfig
+from components.kube import sizing
+from components.serving.vllm import shm_megabytes
 from components.storage import tls
 
 
@@ -27,7 +32,8 @@ def connect_problem(host: str, port: int, timeout: float = 5.0) -> Optional[str]
 
 
 def check(cfg: StackConfig, connect: Callable[[str, int], Optional[str]] = connect_problem,
-          tls_problem: Callable[[str, str], Optional[str]] = tls.probe) -> list[str]:
+          tls_problem: Callable[[str, str], Optional[str]] = tls.probe,
+          nodes: Callable[[str], Optional[dict[str, int]]] = sizing.node_memory) -> list[str]:
     problems: list[str] = []
     assert cfg.kube is not None
     server, _ = server_of(cfg.kube.kubeconfig)
@@ -41,4 +47,32 @@ def check(cfg: StackConfig, connect: Callable[[str, int], Optional[str]] = conne
     if cfg.rustfs_endpoint.startswith("https://"):
         problem = tls_problem(cfg.rustfs_endpoint, cfg.ca_bundle)
         problems += [problem] if problem else []
+    if not problems:
+        problems += fit_problems(cfg, nodes(cfg.kube.kubeconfig))
     return problems
+
+
+def folder_bytes(folder: str) -> int:
+    """The bytes of the files under ``folder`` (what the upload sends: the pod's weights)."""
+    total = 0
+    for base, _, files in os.walk(folder):
+        for f in files:
+            try:
+                total += os.path.getsize(os.path.join(base, f))
+            except OSError:
+                pass
+    return total
+
+
+def fit_problems(cfg: StackConfig, node_sizes: Optional[dict[str, int]]) -> list[str]:
+    """A model whose vLLM pod fits no node, by memory request (nothing when the nodes cannot be read)."""
+    if not node_sizes:
+        return []
+    out = []
+    for m in cfg.models:
+        gpus = gpu_count(m.gpus if m.gpus is not None else cfg.vllm_gpus)
+        size = sizing.vllm_pod(folder_bytes(m.source), m.kv_cache_space_gib, shm_megabytes(cfg.vllm_shm_size),
+                               gpus, m.memory_gib, m.cpus)
+        problem = sizing.fit_problem(m.name, size, node_sizes)
+        out += [problem] if problem else []
+    return out

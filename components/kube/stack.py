@@ -83,7 +83,9 @@ class KubeStack(pulumi.ComponentResource):
                 s3_endpoint=self.server.cluster_endpoint, gpu_memory_utilization=m.gpu_memory_utilization,
                 kv_cache_space_gib=m.kv_cache_space_gib, extra_args=m.extra_args, env={**cfg.vllm_env, **m.env},
                 has_api_key=bool(cfg.vllm_api_key), has_ca=bool(cfg.ca_bundle), shm_size=cfg.vllm_shm_size,
-                gpus=m.gpus if m.gpus is not None else cfg.vllm_gpus, ready_timeout=cfg.vllm_ready_timeout),
+                gpus=m.gpus if m.gpus is not None else cfg.vllm_gpus, ready_timeout=cfg.vllm_ready_timeout,
+                weights_bytes=sum(int(e["size"]) for e in upload.manifest.values()), memory_gib=m.memory_gib,
+                cpus=m.cpus),
                 pulumi.ResourceOptions(parent=self, depends_on=after))
             if cfg.smoke_test:
                 self.smoke[m.name] = SmokeTest(f"smoke-{m.prefix}", SmokeTestArgs(

@@ -71,6 +71,10 @@ class BucketProvider(ResourceProvider):
         except Exception as exc:  # noqa: BLE001
             if s3.is_missing(exc):
                 return ReadResult(None, {})
+            if s3.is_unreachable(exc):
+                # the server itself is lost (refresh sees its container gone; `up` makes it again):
+                # nothing to tell of the bucket until it answers, so it stays as deployed
+                return ReadResult(id_, props)
             raise ProviderError(s3.explain(exc, props["endpoint"], f"bucket {id_}")) from None
         return ReadResult(id_, props)
 
@@ -85,6 +89,10 @@ class BucketProvider(ResourceProvider):
             c.delete_bucket(Bucket=id_)
         except Exception as exc:  # noqa: BLE001
             if s3.is_missing(exc) or s3.error_code(exc) == "BucketNotEmpty":
+                return
+            if s3.is_unreachable(exc):   # the server is gone already: keeping is the safe side
+                print(f"bucket {id_}: the S3 server at {props['endpoint']} does not answer; the bucket and what "
+                      "it holds are left as they are (on the server's kept volume)", flush=True)
                 return
             raise ProviderError(s3.explain(exc, props["endpoint"], f"delete bucket {id_}")) from None
 

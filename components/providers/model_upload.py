@@ -307,6 +307,10 @@ class ModelUploadProvider(ResourceProvider):
         except Exception as exc:  # noqa: BLE001
             if s3.is_missing(exc):
                 return ReadResult(None, {})
+            if s3.is_unreachable(exc):
+                # the server itself is lost (refresh sees its container gone; `up` makes it again): the
+                # objects stay as deployed until it answers; a server back empty shows at the next refresh
+                return ReadResult(id_, props)
             raise ProviderError(s3.explain(exc, props["endpoint"], f"model {props.get('prefix')}")) from None
         manifest = props.get("manifest") or {}
         seen = {rel: want for rel, want in manifest.items() if object_matches(live.get(rel), want)}

@@ -53,6 +53,11 @@ def is_missing(exc: BaseException) -> bool:
     return error_code(exc) in MISSING_CODES
 
 
+def is_unreachable(exc: BaseException) -> bool:
+    """No S3 server answers at the endpoint (its container gone, the host down)."""
+    return isinstance(exc, EndpointConnectionError) or "Could not connect" in str(exc)
+
+
 def explain(exc: BaseException, endpoint: str, what: str) -> str:
     """A message a user can act on, without any credential in it."""
     code = error_code(exc)

@@ -31,7 +31,7 @@ def raw(tmp_path, **over):
     out = {"target": "kubernetes", "kubeconfig": KUBECONFIG, "environment": "production",
            "rustfsAccessKey": KEYS[0], "rustfsSecretKey": KEYS[1], "vllmApiKey": KEYS[2],
            "rustfsImage": "rustfs-vllm/rustfs:1.0.1-local",
-           "models": [{"name": "a", "source": str(tmp_path / "a"), "replicas": 2},
+           "models": [{"name": "a", "source": str(tmp_path / "a"), "replicas": 2, "kvCacheSpaceGib": 1},
                       {"name": "b", "source": str(tmp_path / "b"), "loadFormat": "runai_streamer",
                        "gpus": "count=1"}]}
     out.update(over)
@@ -200,7 +200,8 @@ def test_model_deployment(graph):
     cb = b["containers"][0]
     assert cb["args"][:2] == ["--model", "s3://vllm-models/b/"] and cb["args"][-2:] == ["--load-format",
                                                                                        "runai_streamer"]
-    assert cb["resources"]["limits"] == {"nvidia.com/gpu": "1"}
+    assert cb["resources"]["limits"]["nvidia.com/gpu"] == "1"       # and memory: tests/unit/test_kube_sizing.py
+    assert cb["resources"]["requests"]["memory"].endswith("Mi")
     env = {e["name"]: e.get("value") for e in cb["env"]}
     assert env["AWS_ENDPOINT_URL"] == "http://10.96.0.10:9000"
     assert env["AWS_SHARED_CREDENTIALS_FILE"] == "/run/secrets/rustfs-vllm/aws-credentials"

@@ -1,0 +1,92 @@
+"""Pods that hold under pressure (issue 29): every pod of a Kubernetes stack declares memory requests
+and a memory limit derived from the model, overridable per model; a CPU model without a KV cache size
+is refused; a model that fits no node is refused at preview, naming the model and the node sizes."""
+from __future__ import annotations
+
+import base64
+import json
+
+import pytest
+
+from components.config.spec import ConfigError
+from components.kube import preflight, sizing
+from tests.unit.test_kube import build, load, problems, raw
+
+
+def test_the_request_is_weights_plus_kv_plus_runtime_and_the_limit_adds_shm():
+    size = sizing.vllm_pod(weights_bytes=3 * 2**30, kv_gib=2, shm_mib=2048, gpus=0)
+    assert size.memory_mib == (3 + 2 + 1) * 1024 and size.limit_mib == size.memory_mib + 2048
+    on_gpu = sizing.vllm_pod(weights_bytes=3 * 2**30, kv_gib=2, shm_mib=2048, gpus=1)
+    assert on_gpu.memory_mib == 4 * 1024                         # the KV cache is GPU memory
+    assert on_gpu.requirements(1)["limits"]["nvidia.com/gpu"] == "1"
+    given = sizing.vllm_pod(3 * 2**30, 2, 1024, 0, memory_gib=10, cpus=4)
+    assert given.requirements() == {"requests": {"memory": "10240Mi", "cpu": "4"}, "limits": {"memory": "11264Mi"}}
+
+
+def test_every_pod_of_the_stack_has_memory_requests_and_limits(tmp_path):
+    g = build(load(raw(tmp_path, models=[
+        {"name": "a", "source": str(tmp_path / "a"), "kvCacheSpaceGib": 1},
+        {"name": "b", "source": str(tmp_path / "b"), "memoryGib": 6, "cpus": 2, "kvCacheSpaceGib": 1}])))
+    for r in g.by_type("kubernetes:apps/v1:Deployment") + g.by_type("kubernetes:apps/v1:DaemonSet"):
+        for c in r.plain("spec")["template"]["spec"]["containers"]:
+            res = c.get("resources") or {}
+            assert res.get("requests", {}).get("memory") and res.get("limits", {}).get("memory"), (r.name, c["name"])
+    b = next(r for r in g.by_type("kubernetes:apps/v1:Deployment") if "-b" in r.name)
+    assert b.plain("spec")["template"]["spec"]["containers"][0]["resources"]["requests"] == {"memory": "6144Mi", "cpu": "2"}
+
+
+def test_a_cpu_model_without_a_kv_cache_size_is_refused(tmp_path):
+    r = raw(tmp_path)
+    del r["models"][0]["kvCacheSpaceGib"]
+    assert "models[a].kvCacheSpaceGib = None is invalid: a KV cache size in GiB (or the pod's memoryGib)" in problems(r)
+
+
+def test_memory_and_cpus_are_refused_on_docker(tmp_path):
+    r = raw(tmp_path, target="docker")
+    del r["kubeconfig"]
+    del r["models"][1]["gpus"]
+    r["models"] = [{**r["models"][0], "replicas": 1, "memoryGib": 4, "cpus": 2}]
+    found = problems(r)
+    assert "models[a].memoryGib = 4.0 is invalid: unset with target: docker" in found
+    assert "models[a].cpus = 2.0 is invalid: unset with target: docker" in found
+
+
+def test_a_model_that_fits_no_node_fails_at_preview_naming_model_and_nodes(tmp_path):
+    cfg = load(raw(tmp_path, models=[{"name": "a", "source": str(tmp_path / "a"), "kvCacheSpaceGib": 1},
+                                     {"name": "big", "source": str(tmp_path / "b"), "kvCacheSpaceGib": 64}]))
+    nodes = {"node-1": 15 * 2**30, "node-2": 7 * 2**30}
+    found = preflight.check(cfg, connect=lambda h, p: None, nodes=lambda kc: nodes)
+    assert len(found) == 1 and found[0].startswith("models[big] needs 65.0 GiB of memory"), found
+    assert "node-1 15.0 GiB, node-2 7.0 GiB" in found[0]
+    assert preflight.check(cfg, connect=lambda h, p: None, nodes=lambda kc: None) == []   # unknown: not checked
+
+
+def test_node_memory_reads_the_api_with_the_kubeconfig_client_certificate():
+    pem = base64.b64encode(b"-----BEGIN X-----\n-----END X-----\n").decode()
+    kc = json.dumps({"current-context": "c", "contexts": [{"name": "c", "context": {"cluster": "k", "user": "u"}}],
+                     "clusters": [{"name": "k", "cluster": {"server": "https://10.0.0.1:6443",
+                                                            "certificate-authority-data": pem}}],
+                     "users": [{"name": "u", "user": {"client-certificate-data": pem, "client-key-data": pem}}]})
+    seen = {}
+
+    class Resp:
+        def raise_for_status(self):
+            pass
+
+        def json(self):
+            return {"items": [{"metadata": {"name": "n1"}, "status": {"allocatable": {"memory": "24354500Ki"}}}]}
+
+    def get(url, **kw):
+        seen.update(url=url, **kw)
+        with open(kw["cert"][0], "rb") as fh:
+            assert fh.read().startswith(b"-----BEGIN X")
+        return Resp()
+
+    assert sizing.node_memory(kc, get=get) == {"n1": 24354500 * 1024}
+    assert seen["url"] == "https://10.0.0.1:6443/api/v1/nodes" and seen["verify"].endswith("ca.pem")
+    assert sizing.node_memory("not: [a kubeconfig", get=get) is None
+
+
+@pytest.mark.parametrize("text,bytes_", [("16Gi", 16 * 2**30), ("8G", 8 * 10**9), ("1024", 1024), ("512Mi", 2**29)])
+def test_quantities(text, bytes_):
+    assert sizing.quantity(text) == bytes_
