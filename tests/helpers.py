@@ -168,3 +168,14 @@ def make_hf_cache(model: Path, cache: Path, repo: str = "HuggingFaceTB/SmolLM2-1
 def process_command_lines() -> str:
     """Every process's command line on this machine, one per line (what `ps` shows)."""
     return "\n".join(cmdline(int(pid)) for pid in os.listdir("/proc") if pid.isdigit())
+
+
+def kill_mount_keeper(mount_point: str) -> None:
+    """The mount's keeper gone for good (its container removed: SIGKILL to it and its rclone) and any
+    supervisor of an older mount: the mount at ``mount_point`` is left dead, nobody mounts it again."""
+    import docker
+
+    client = docker.from_env()
+    for c in client.containers.list(all=True, filters={"label": f"rustfs-vllm.mount={os.path.realpath(mount_point)}"}):
+        c.remove(force=True)
+    subprocess.run(["pkill", "-9", "-f", f"rustfs-vllm-mount-supervisor {mount_point} "], check=False)

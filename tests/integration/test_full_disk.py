@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import subprocess
 import time
 
 import docker
@@ -34,12 +35,27 @@ def run_server(client, volume: str, port: int):
                                  ports={"9000/tcp": ("127.0.0.1", port)}, volumes={volume: {"bind": "/data"}})
 
 
+def small_volume(client, name: str, size_mib: int, tmp_path):
+    """A Docker volume of ``size_mib``: tmpfs for the stand-in; for RustFS, which writes with O_DIRECT
+    (tmpfs refuses it), a folder on a loop-mounted ext4 image bound as the volume."""
+    if s3_under_test.KIND != "rustfs":
+        return client.volumes.create(name, driver_opts={"type": "tmpfs", "device": "tmpfs",
+                                                        "o": f"size={size_mib}m,uid=10001,gid=10001"})
+    image, point = tmp_path / "small.img", tmp_path / "small"
+    subprocess.run(["truncate", "-s", f"{size_mib}M", str(image)], check=True)
+    subprocess.run(["mkfs.ext4", "-q", "-F", str(image)], check=True)
+    point.mkdir()
+    subprocess.run(["mount", "-o", "loop", str(image), str(point)], check=True)
+    (point / "data").mkdir()
+    os.chmod(point / "data", 0o777)
+    return client.volumes.create(name, driver_opts={"type": "none", "o": "bind", "device": str(point / "data")})
+
+
 @pytest.mark.parametrize("size_mib", [48])
 def test_an_upload_to_a_full_server_names_the_space(tmp_path, size_mib):
     client = docker.from_env()
     tag = secrets.token_hex(3)
-    small = client.volumes.create(f"rv-full-{tag}", driver_opts={"type": "tmpfs", "device": "tmpfs",
-                                                                 "o": f"size={size_mib}m,uid=10001,gid=10001"})
+    small = small_volume(client, f"rv-full-{tag}", size_mib, tmp_path)
     big = client.volumes.create(f"rv-roomy-{tag}")
     model = tmp_path / "model"
     model.mkdir()
@@ -80,3 +96,5 @@ def test_an_upload_to_a_full_server_names_the_space(tmp_path, size_mib):
             c.remove(force=True)
         for v in (small, big):
             v.remove(force=True)
+        if (tmp_path / "small").exists():
+            subprocess.run(["umount", "-l", str(tmp_path / "small")], check=False)

@@ -34,11 +34,14 @@ run's results.
   `pulumi refresh --yes --clear-pending-creates` (reconciles the state with the machine and the
   bucket, and drops creates that never finished, which would otherwise warn on every run), then
   `pulumi up`: it converges, sending only what is missing. The SIGKILL row below checks all of it.
-- **A dead rclone** is mounted again by its supervisor within about 2 s; the running vLLM
-  containers read through the new mount (they bind the shared mount root with `rslave`). If the
-  supervisor died too, the next `pulumi preview`/`pulumi up` notices (a warning `the rclone mount at
-  ... is not alive`; the plan replaces just that mount) and `pulumi up` mounts it again, without
-  replacing any container. (The command provider has no refresh, so `pulumi refresh` does not.)
+- **A dead rclone** is mounted again by its keeper container within about 2 s; the running vLLM
+  containers read through the new mount (they bind the shared mount root with `rslave`). A keeper
+  that dies is started again by Docker (restart policy `unless-stopped`), which mounts again. If the
+  keeper container is removed, the next `pulumi preview`/`pulumi up` notices (a warning `the rclone
+  mount at ... is not alive`; the plan replaces just that mount) and `pulumi up` mounts it again,
+  without replacing any container. (The command provider has no refresh: the program looks itself,
+  so `pulumi preview` and `pulumi up`, with or without `--refresh`, both notice.)
+- **A host restart** needs no person: see "Host restarts and host-level losses" below.
 
 ## Bad inputs
 """

@@ -26,7 +26,7 @@ import pytest
 from openai import OpenAI
 
 from tests import s3_under_test
-from tests.helpers import ROOT, alive_of, descendants, free_port
+from tests.helpers import ROOT, alive_of, descendants, free_port, kill_mount_keeper
 from tests.integration.conftest import ACCESS, SECRET
 from tests.reliability.conftest import tear_down
 from tests.s3_under_test import ExternalServer
@@ -277,9 +277,9 @@ def test_rclone_dies_the_supervisor_mounts_again_and_preview_notices_a_dead_supe
     took = round(30 - (deadline - time.monotonic()), 1)
     assert b"model.safetensors" in world.vllm().exec_run(["ls", f"/models/{PREFIX}"]).output
     world.stack.run("preview", "--expect-no-changes")
-    # rclone and its supervisor: the program notices on the next preview, and up mounts again;
-    # the container is not replaced (it binds the shared root)
-    subprocess.run(["pkill", "-9", "-f", f"rustfs-vllm-mount-supervisor {mnt} "], check=False)
+    # rclone and its keeper (the container removed): the program notices on the next preview, and up
+    # mounts again; the container is not replaced (it binds the shared root)
+    kill_mount_keeper(mnt)
     subprocess.run(["pkill", "-9", "-f", f"^[^ ]*rclone mount [^ ]*:{BUCKET}/{PREFIX} {mnt} "], check=False)
     time.sleep(0.5)
     proc = world.stack.run("preview", "--json")
@@ -294,8 +294,8 @@ def test_rclone_dies_the_supervisor_mounts_again_and_preview_notices_a_dead_supe
     assert "model.safetensors" in listing
     assert world.complete()
     world.stack.run("preview", "--expect-no-changes")            # converged: the plan is empty again
-    record("rclone killed", f"its supervisor mounted again in {took} s, the same vLLM container read through "
-           "it, the plan stayed empty; with the supervisor killed too, preview showed only that mount "
+    record("rclone killed", f"its keeper mounted again in {took} s, the same vLLM container read through "
+           "it, the plan stayed empty; with the keeper removed too, preview showed only that mount "
            "replaced (not alive), up mounted again, vLLM kept serving without a replacement")
 
 
@@ -322,7 +322,7 @@ def test_destroy_succeeds_when_things_are_already_gone(world):
     for c in client.containers.list(all=True, filters={"label": f"rustfs-vllm.stack={world.stack.name}"}):
         c.remove(force=True)
     mnt = f"{world.mount}/{PREFIX}"
-    subprocess.run(["pkill", "-9", "-f", f"rustfs-vllm-mount-supervisor {mnt} "], check=False)
+    kill_mount_keeper(mnt)
     subprocess.run(["pkill", "-9", "-f", f"^[^ ]*rclone mount [^ ]*:{BUCKET}/{PREFIX} {mnt} "], check=False)
     subprocess.run(["fusermount3", "-uz", mnt], check=False)
     subprocess.run(["umount", "-l", world.mount], check=False)

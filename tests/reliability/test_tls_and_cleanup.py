@@ -26,7 +26,7 @@ from openai import OpenAI
 
 from components.storage import layout
 from tests import s3_under_test
-from tests.helpers import ROOT, free_port
+from tests.helpers import ROOT, free_port, kill_mount_keeper
 from tests.pulumi_cli import Stack
 from tests.reliability.conftest import ACCESS, SECRET, leftovers, tear_down
 from tests.s3_under_test import ExternalServer
@@ -158,7 +158,7 @@ def test_with_the_ca_it_serves_through_the_tls_mount(world):
 
 def test_destroy_removes_a_dead_mount_reports_the_cache_and_keeps_objects(world):
     mnt = f"{world.mount}/{PREFIX}"
-    subprocess.run(["pkill", "-9", "-f", f"rustfs-vllm-mount-supervisor {mnt} "], check=False)
+    kill_mount_keeper(mnt)
     subprocess.run(["pkill", "-9", "-f", f"rclone mount [^ ]* {mnt} "], check=False)
     time.sleep(1)
     assert layout.mounted_at(mnt) == "fuse.rclone"             # dead: nobody serves it any more
@@ -171,7 +171,7 @@ def test_destroy_removes_a_dead_mount_reports_the_cache_and_keeps_objects(world)
     assert cache and str(world.cache) in cache and "on disk" in cache, out[-3000:]
     assert leftovers(world.stack.name, world.mount, "none") == [] and rclone_processes(world.mount) == []
     assert world.objects() == objects and world.cache.exists()
-    record("destroy after rclone and its supervisor were killed", "destroy", "dead mount removed; objects kept",
+    record("destroy after rclone and its keeper were killed", "destroy", "dead mount removed; objects kept",
            f"{dead}; {cache}")
 
 
