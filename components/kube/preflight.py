@@ -9,7 +9,6 @@ Nothing is asked of this machine's FUSE, ports or images: the nodes mount and se
 """
 from __future__ import annotations
 
-import os
 import socket
 from typing import Callable, Optional
 from urllib.parse import urlsplit
@@ -18,6 +17,7 @@ from components.config.kube import gpu_count, server_of
 from components.config.schema import NAMESPACE
 from components.config.spec import StackConfig
 from components.kube import sizing
+from components.mounting.copy_tool import bytes_in
 from components.serving.vllm import shm_megabytes
 from components.storage import tls
 
@@ -52,18 +52,6 @@ def check(cfg: StackConfig, connect: Callable[[str, int], Optional[str]] = conne
     return problems
 
 
-def folder_bytes(folder: str) -> int:
-    """The bytes of the files under ``folder`` (what the upload sends: the pod's weights)."""
-    total = 0
-    for base, _, files in os.walk(folder):
-        for f in files:
-            try:
-                total += os.path.getsize(os.path.join(base, f))
-            except OSError:
-                pass
-    return total
-
-
 def fit_problems(cfg: StackConfig, node_sizes: Optional[dict[str, int]]) -> list[str]:
     """A model whose vLLM pod fits no node, by memory request (nothing when the nodes cannot be read)."""
     if not node_sizes:
@@ -71,7 +59,7 @@ def fit_problems(cfg: StackConfig, node_sizes: Optional[dict[str, int]]) -> list
     out = []
     for m in cfg.models:
         gpus = gpu_count(m.gpus if m.gpus is not None else cfg.vllm_gpus)
-        size = sizing.vllm_pod(folder_bytes(m.source), m.kv_cache_space_gib, shm_megabytes(cfg.vllm_shm_size),
+        size = sizing.vllm_pod(bytes_in(m.source), m.kv_cache_space_gib, shm_megabytes(cfg.vllm_shm_size),
                                gpus, m.memory_gib, m.cpus)
         problem = sizing.fit_problem(m.name, size, node_sizes)
         out += [problem] if problem else []

@@ -105,7 +105,8 @@ def _free_bytes(path: str) -> int:
     return st.f_bavail * st.f_frsize
 
 
-def _bytes_in(folder: str) -> int:
+def bytes_in(folder: str) -> int:
+    """The bytes of the files under ``folder``."""
     total = 0
     for dirpath, _, files in os.walk(folder):
         for f in files:
@@ -118,7 +119,7 @@ def _bytes_in(folder: str) -> int:
 
 def _room(root: str, partial: str, need: int) -> None:
     """Fail before copying when the disk cannot hold the model (what a resumed copy has counts)."""
-    missing = need - _bytes_in(partial)
+    missing = need - bytes_in(partial)
     free = _free_bytes(root)
     if missing > free:
         raise CopyError(f"not enough disk for the local copy: {missing / 1e9:.2f} GB to copy into {root}, "
