@@ -117,6 +117,22 @@ def test_kubernetes_target(cluster, tmp_path):
         for node_url in url.values():
             served(node_url, "smollm2")
 
+        # 1b. every pod of the stack declares memory requests and a memory limit (issue 29); a model
+        #     asking more memory than any node has is refused at preview, naming it and the nodes
+        every = kget("pods", "-n", ns)["items"]
+        for p in every:
+            for c in p["spec"]["containers"]:
+                res = c.get("resources") or {}
+                assert res.get("requests", {}).get("memory") and res.get("limits", {}).get("memory"), \
+                    (p["metadata"]["name"], c["name"], res)
+        assert all(p["status"].get("qosClass") != "BestEffort" for p in every), [p["status"].get("qosClass") for p in every]
+        stack.write_config({**cfg, "models": [smollm2(memoryGib=4096)]}, keep_secrets=True)
+        huge = stack.run("preview", check=False)
+        assert huge.returncode != 0 and "models[smollm2] needs 4096.0 GiB of memory" in huge.stdout + huge.stderr, \
+            (huge.stdout + huge.stderr)[-2000:]
+        assert "no node has that much allocatable (a " in huge.stdout + huge.stderr
+        stack.write_config(cfg, keep_secrets=True)
+
         # 2. no-op up; no key anywhere but the Secret
         assert changes(stack) == {}, "a second up would change something"
         t0 = time.monotonic()
