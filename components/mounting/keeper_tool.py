@@ -42,6 +42,7 @@ MOUNT_LABEL = "rustfs-vllm.mount"
 CAPABILITIES = ["SYS_ADMIN", "SYS_PTRACE", "SYS_CHROOT"]
 ENTER_HOST = 'exec nsenter -t "$PPID" -m -- "$@"'
 WATCH_SECONDS = 2.0
+HOST_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 
 class DockerError(Exception):
@@ -135,8 +136,9 @@ def start_keeper(name: str, image: str, point: str, stack: str, argv: List[str])
     api("DELETE", f"/containers/{urllib.parse.quote(name)}?force=1")
     body = {
         "Image": image, "Entrypoint": ["/bin/sh", "-c", ENTER_HOST, "rustfs-vllm-keeper"], "Cmd": argv,
-        # the image's LD_PRELOAD (vLLM's allocators) must not reach the host's python and rclone
-        "Env": ["LD_PRELOAD="], "Labels": {MOUNT_LABEL: point, "rustfs-vllm.role": "mount", "rustfs-vllm.stack": stack},
+        # what runs is the host's (python, rclone, mount, fusermount3): the host's usual PATH, not the
+        # image's, and not the image's LD_PRELOAD (vLLM's allocators)
+        "Env": ["LD_PRELOAD=", f"PATH={HOST_PATH}"], "Labels": {MOUNT_LABEL: point, "rustfs-vllm.role": "mount", "rustfs-vllm.stack": stack},
         "HostConfig": {
             "PidMode": "host", "NetworkMode": "host", "CapAdd": CAPABILITIES,
             "SecurityOpt": ["apparmor=unconfined", "seccomp=unconfined"],

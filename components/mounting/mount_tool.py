@@ -601,7 +601,7 @@ def mount(env: Mapping[str, str]) -> None:
     problem = preflight(env, ca_flags, log.path)
     if problem:
         raise fail_mount(point, problem, _remote(env))
-    rclone = env.get("RV_RCLONE") or "rclone"
+    rclone = shutil.which(env.get("RV_RCLONE") or "rclone") or env.get("RV_RCLONE") or "rclone"   # the keeper's PATH differs
     cmd = [rclone, "mount", f"{env['RV_REMOTE']}:{env['RV_SOURCE']}", point, "--read-only", "--allow-other",
            "--config", "/dev/null", "--cache-dir", env["RV_CACHE_DIR"], *flags]
     deadline = time.monotonic() + wait
