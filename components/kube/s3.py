@@ -22,6 +22,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components.kube.cluster import ACCESS_KEY, RCLONE_AUTH_KEY, SECRET_KEY, KubeCluster
+from components.kube import sizing
 from components.kube.names import labels, meta
 from components.storage.s3_server import credential_check, describe
 
@@ -114,6 +115,8 @@ class KubeS3Server(pulumi.ComponentResource):
                             name="s3", image=args.image, image_pull_policy="IfNotPresent", command=command, env=env,
                             ports=[k8s.core.v1.ContainerPortArgs(name="s3", container_port=S3_PORT)],
                             readiness_probe=probe,
+                            resources=k8s.core.v1.ResourceRequirementsArgs(requests=sizing.S3_REQUEST,
+                                                                           limits=sizing.S3_LIMIT),
                             volume_mounts=[k8s.core.v1.VolumeMountArgs(name="data", mount_path="/data"),
                                            k8s.core.v1.VolumeMountArgs(name="keys", mount_path=SECRETS,
                                                                        read_only=True)])],

@@ -14,7 +14,7 @@ A CPU model needs ``kvCacheSpaceGib`` (or ``memoryGib``) on Kubernetes: without 
 cache as a fraction of the whole node's memory, past any limit the pod could have.
 
 The rclone mount DaemonSet's pods: ``MOUNT_REQUEST`` (rclone's buffers; its VFS cache is on the
-node's disk), limited to ``MOUNT_LIMIT``.
+node's disk), limited to ``MOUNT_LIMIT``; the S3 server's pod: ``S3_REQUEST``, limited to ``S3_LIMIT``.
 """
 from __future__ import annotations
 
@@ -33,6 +33,10 @@ RUNTIME_GIB = 1.0
 CPU_REQUEST = 1.0
 MOUNT_REQUEST = {"memory": "128Mi", "cpu": "100m"}
 MOUNT_LIMIT = {"memory": "1Gi"}
+# The S3 server's pod (RustFS or the stand-in): the stand-in ran in 23 MiB here; RustFS's caches grow
+# with load, so its limit leaves room.
+S3_REQUEST = {"memory": "256Mi", "cpu": "100m"}
+S3_LIMIT = {"memory": "4Gi"}
 _UNITS = {"": 1, "k": 1000, "M": 1000**2, "G": 1000**3, "T": 1000**4,
           "Ki": 1024, "Mi": 1024**2, "Gi": 1024**3, "Ti": 1024**4}
 

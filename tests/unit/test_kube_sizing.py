@@ -27,7 +27,10 @@ def test_every_pod_of_the_stack_has_memory_requests_and_limits(tmp_path):
     g = build(load(raw(tmp_path, models=[
         {"name": "a", "source": str(tmp_path / "a"), "kvCacheSpaceGib": 1},
         {"name": "b", "source": str(tmp_path / "b"), "memoryGib": 6, "cpus": 2, "kvCacheSpaceGib": 1}])))
-    for r in g.by_type("kubernetes:apps/v1:Deployment") + g.by_type("kubernetes:apps/v1:DaemonSet"):
+    workloads = g.by_type("kubernetes:apps/v1:Deployment") + g.by_type("kubernetes:apps/v1:DaemonSet") + \
+        g.by_type("kubernetes:apps/v1:StatefulSet")
+    assert len(workloads) == 5, [r.name for r in workloads]     # two models, their mounts, the S3 server
+    for r in workloads:
         for c in r.plain("spec")["template"]["spec"]["containers"]:
             res = c.get("resources") or {}
             assert res.get("requests", {}).get("memory") and res.get("limits", {}).get("memory"), (r.name, c["name"])
