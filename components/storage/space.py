@@ -8,9 +8,11 @@ import os
 import subprocess
 from typing import Optional
 
-# S3 error codes that a server out of space answers (RustFS and MinIO name theirs; others say InternalError)
-SPACE_CODES = ("InternalError", "XMinioStorageFull", "StorageFull", "InsufficientStorage", "EntityTooLarge",
-               "XRustfsStorageFull", "507")
+# S3 error codes that a server out of space answers. Tried here on real RustFS 1.0.1 (a 40 MiB ext4
+# volume): ServiceUnavailable for a PutObject larger than the free space, InternalError when the disk
+# filled during a write; the rclone serve s3 stand-in: InternalError. MinIO's and others' names too.
+SPACE_CODES = ("InternalError", "ServiceUnavailable", "XMinioStorageFull", "StorageFull", "InsufficientStorage",
+               "EntityTooLarge", "507", "503")
 
 
 def _gib(n: float) -> str:
