@@ -258,9 +258,10 @@ def _checked(cmd: Sequence[str]) -> None:
 def unmount_one(path: str, remote: Optional[str] = None) -> None:
     """Stop the keeper (or the supervisor) and rclone of the mount at ``path`` and unmount it (also
     a dead one). The keeper container goes first: its restart policy would start it again."""
+    keepers = sibling("keeper_tool")
     try:
-        sibling("keeper_tool").remove_keepers(os.path.realpath(path))
-    except sibling("keeper_tool").DockerError as exc:
+        keepers.remove_keepers(os.path.realpath(path))
+    except keepers.DockerError as exc:
         raise Fail(f"cannot remove the keeper of the mount at {path}: {exc}") from None
     _kill(supervisor_pids(path))
     _kill(rclone_pids(path, remote))
