@@ -1,0 +1,81 @@
+"""Every stack shape's resources, as the program registers them under Pulumi mocks, against the record
+in tests/unit/golden/ (made by commit 4412807's code, before issue 30's target-neutral core): same URNs,
+same parents, same dependencies, same inputs (the dynamic providers' pickled references too), same
+secret marks. A refactor that changes none of these neither replaces nor orphans anything in a
+deployed stack. `RV_WRITE_GOLDEN=1 pytest tests/unit/test_golden_urns.py` rewrites the record: only
+for a change meant to show in every deployed stack's preview (say so in the commit)."""
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+import yaml
+
+from components import config
+from tests.helpers import ROOT, make_model
+from tests.unit.graph import build, unwrap
+from tests.unit.test_hosts import load as load_hosts, raw_two_hosts
+from tests.unit.test_kube import raw as raw_kube
+
+GOLDEN = ROOT / "tests" / "unit" / "golden"
+
+
+def from_file(stack: str, tmp_path, **over) -> config.StackConfig:
+    raw = {k.split(":", 1)[1]: v for k, v in yaml.safe_load((ROOT / f"Pulumi.{stack}.yaml").read_text())["config"].items()
+           if not isinstance(v, dict)}
+    raw.setdefault("rustfsAccessKey", "golden-access-key-0001")
+    raw.setdefault("rustfsSecretKey", "golden-secret-0001")
+    make_model(tmp_path / "m")
+    raw["models"][0]["source"] = str(tmp_path / "m")
+    raw["models"][0].update(over)
+    raw["mountPath"] = "/nonexistent-golden/mnt"
+    return config.load(raw, stack, str(ROOT))
+
+
+def with_state(cfg: config.StackConfig, tmp_path) -> config.StackConfig:
+    return type(cfg)(**{**cfg.__dict__, "state_dir": str(tmp_path / ".state")})
+
+
+def shape(name: str, tmp_path, monkeypatch) -> tuple[config.StackConfig, str]:
+    monkeypatch.chdir(tmp_path)
+    if name in ("dev", "offline"):
+        return from_file(name, tmp_path), name
+    if name == "offline-mount":
+        return from_file("offline", tmp_path, loadFormat="mount"), "offline"
+    if name == "offline-streamer":
+        return from_file("offline", tmp_path, loadFormat="runai_streamer"), "offline"
+    if name == "two-hosts":
+        raw = raw_two_hosts(tmp_path, balancerImage="nginx:1.22.1")
+        raw["models"][0]["balancerPort"] = 9000
+        return with_state(load_hosts(raw), tmp_path), "multi"
+    assert name == "kubernetes"
+    return config.load(raw_kube(tmp_path), "k8s", str(ROOT)), "k8s"
+
+
+def record(cfg: config.StackConfig, stack: str, tmp_path) -> dict[str, dict]:
+    g = build(cfg, stack=stack)
+    out = {r.urn: {"parent": r.parent, "dependencies": sorted(r.dependencies), "provider": r.provider,
+                   "secret": sorted(k for k in r.inputs if r.is_secret(k)), "inputs": unwrap(r.inputs),
+                   "retain_on_delete": r.retain_on_delete}
+           for r in g.resources if "::pulumi:pulumi:Stack::" not in r.urn}   # registered once per process
+    text = json.dumps(out, sort_keys=True, default=str, indent=1)
+    return json.loads(text.replace(str(tmp_path), "<tmp>").replace(str(ROOT), "<root>"))
+
+
+SHAPES = ["dev", "offline", "offline-mount", "offline-streamer", "two-hosts", "kubernetes"]
+
+
+@pytest.mark.parametrize("name", SHAPES)
+def test_every_urn_parent_dependency_and_input_is_as_recorded(name, tmp_path, monkeypatch):
+    now = record(*shape(name, tmp_path, monkeypatch), tmp_path)
+    path = GOLDEN / f"{name}.json"
+    if os.environ.get("RV_WRITE_GOLDEN") == "1":
+        GOLDEN.mkdir(exist_ok=True)
+        path.write_text(json.dumps(now, sort_keys=True, indent=1) + "\n")
+    before = json.loads(path.read_text())
+    assert sorted(set(now) - set(before)) == [], "resources the record lacks"
+    assert sorted(set(before) - set(now)) == [], "recorded resources the program no longer makes"
+    for urn, was in before.items():
+        for part in was:
+            assert now[urn][part] == was[part], f"{urn}: {part}"
