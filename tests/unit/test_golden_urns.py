@@ -6,8 +6,11 @@ deployed stack. `RV_WRITE_GOLDEN=1 pytest tests/unit/test_golden_urns.py` rewrit
 for a change meant to show in every deployed stack's preview (say so in the commit)."""
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
 import os
+import re
 
 import pytest
 import yaml
@@ -53,6 +56,19 @@ def shape(name: str, tmp_path, monkeypatch) -> tuple[config.StackConfig, str]:
     return config.load(raw_kube(tmp_path), "k8s", str(ROOT)), "k8s"
 
 
+def without_tools_content(text: str) -> str:
+    """The SSH hosts' tools archive and its digest stand for the tools' content, which changes with
+    any edit of them (then preview shows an update of the host-tools command: the new tools copied);
+    what is recorded is the rest."""
+    from components.hosts import host_tools
+
+    for ca in ("", *sorted(set(re.findall(r'"ca_bundle": "([^"]+)"', text)))):
+        data = host_tools.bundle(ca)
+        text = text.replace(hashlib.sha256(data).hexdigest(), "<tools-digest>")
+        text = text.replace(base64.b64encode(data).decode(), "<tools-archive>")
+    return text
+
+
 def record(cfg: config.StackConfig, stack: str, tmp_path) -> dict[str, dict]:
     g = build(cfg, stack=stack)
     out = {r.urn: {"parent": r.parent, "dependencies": sorted(r.dependencies), "provider": r.provider,
@@ -60,7 +76,7 @@ def record(cfg: config.StackConfig, stack: str, tmp_path) -> dict[str, dict]:
                    "retain_on_delete": r.retain_on_delete}
            for r in g.resources if "::pulumi:pulumi:Stack::" not in r.urn}   # registered once per process
     text = json.dumps(out, sort_keys=True, default=str, indent=1)
-    return json.loads(text.replace(str(tmp_path), "<tmp>").replace(str(ROOT), "<root>"))
+    return json.loads(without_tools_content(text).replace(str(tmp_path), "<tmp>").replace(str(ROOT), "<root>"))
 
 
 SHAPES = ["dev", "offline", "offline-mount", "offline-streamer", "two-hosts", "kubernetes"]
