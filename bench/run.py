@@ -30,27 +30,25 @@ import subprocess
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator
 
 import docker
 from boto3.s3.transfer import TransferConfig
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from components.storage import manifest as manifest_mod  # noqa: E402
 from components.config import DEFAULT_MOUNT_FLAGS  # noqa: E402
 from components.storage import s3  # noqa: E402
-from bench import stats  # noqa: E402
+from bench import start, stats, weights  # noqa: E402
+from bench.machine import (ACCESS, MIB, ROOT, SECRET, VLLM_IMAGE, WORK, drop_caches, free_port, log,  # noqa: E402
+                           mount, read_sequential, unmount)
 from tests.s3_under_test import ExternalServer, stack_settings, stored_objects  # noqa: E402
 from components.providers.model_upload import DEFAULT_FILE_WORKERS, DEFAULT_PART_WORKERS, sync  # noqa: E402
 
-WORK = ROOT / "bench" / "work"
 MODEL = ROOT / "models" / "SmolLM2-135M-Instruct"
-ACCESS, SECRET = "bench-access-000001", "bench-secret-000001"
-VLLM_IMAGE = "rustfs-vllm/vllm-openai-cpu:0.30.0"
-MIB = 2**20
 SERVERS = {"rustfs": "RustFS 1.0.1 on loopback (local build from crates.io, rustfs-vllm/rustfs:1.0.1-local)",
            "standin": "rclone serve s3 on loopback (S3 stand-in, not RustFS)"}
 DEFAULT_WORKERS = (DEFAULT_FILE_WORKERS, DEFAULT_PART_WORKERS)  # what the program uses
@@ -79,7 +77,7 @@ def server_name(kind: str) -> str:
     if kind != "rustfs":
         return SERVERS[kind]
     from components.hosts.docker_facts import image_label
-    from components.storage.s3_server import SOURCE_LABEL, describe
+    from components.storage.kinds import SOURCE_LABEL, describe
     from tests.s3_under_test import RUSTFS_IMAGE
 
     return describe("rustfs", RUSTFS_IMAGE, image_label(RUSTFS_IMAGE, SOURCE_LABEL)) + ", on loopback"
@@ -90,19 +88,10 @@ def _commit() -> str:
     return out.stdout.strip()
 
 
-def log(msg: str) -> None:
-    print(f"[bench {time.strftime('%H:%M:%S')}] {msg}", flush=True)
-
-
-def drop_caches() -> None:
-    subprocess.run(["sync"], check=True)
-    Path("/proc/sys/vm/drop_caches").write_text("3\n")
-
-
 def timed(fn, *args, **kwargs) -> tuple[float, object]:
-    start = time.monotonic()
+    began = time.monotonic()
     result = fn(*args, **kwargs)
-    return time.monotonic() - start, result
+    return time.monotonic() - began, result
 
 
 # ------------------------------------------------------------------------------------- fixtures
@@ -216,37 +205,6 @@ def bench_upload(server: Server, sources: dict[str, Path], results: dict, headli
 
 
 # ----------------------------------------------------------------------------------------- load
-def mount(server: Server, bucket: str, path: Path, flags: list[str], cache_dir: Path, command: str = "mount",
-          read_ahead_kb: int | None = None) -> None:
-    path.mkdir(parents=True, exist_ok=True)
-    shutil.rmtree(cache_dir, ignore_errors=True)
-    subprocess.run(["setsid", shutil.which("rclone"), command, f"BENCH:{bucket}", str(path), "--read-only",
-                    "--allow-other", "--daemon", "--config", "/dev/null", "--cache-dir", str(cache_dir), *flags],
-                   env=server.rclone_env(), check=True, stdin=subprocess.DEVNULL,
-                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    if read_ahead_kb:
-        bdi = subprocess.run(["mountpoint", "-d", str(path)], capture_output=True, text=True, check=True).stdout.strip()
-        Path(f"/sys/class/bdi/{bdi}/read_ahead_kb").write_text(f"{read_ahead_kb}\n")
-
-
-def unmount(path: Path) -> None:
-    subprocess.run(["fusermount3", "-u", str(path)], check=False)
-    for _ in range(50):
-        with open("/proc/mounts") as fh:
-            if not any(line.split()[1] == str(path) for line in fh):
-                return
-        time.sleep(0.1)
-    subprocess.run(["fusermount3", "-uz", str(path)], check=False)
-
-
-def read_sequential(path: Path) -> int:
-    n = 0
-    with open(path, "rb", buffering=0) as fh:
-        while chunk := fh.read(8 * MIB):
-            n += len(chunk)
-    return n
-
-
 def read_shuffled_mmap(path: Path, seed: int = 7) -> int:
     """4 MiB pieces in a shuffled order through mmap: the access pattern of safetensors loading."""
     import mmap
@@ -311,11 +269,11 @@ def bench_load(server: Server, synthetic: Path, results: dict, full: bool = True
                 if warm:
                     fn(mnt / key)
                 drop_caches()
-                start = time.monotonic()
+                began = time.monotonic()
                 if streams:
                     prefetch(mnt / key, streams)
                 fn(mnt / key)
-                return time.monotonic() - start
+                return time.monotonic() - began
             finally:
                 unmount(mnt)
         return run
@@ -369,14 +327,6 @@ def set_ours(results: dict, ours: str) -> None:
     })
 
 
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def big_model_uploaded(server: Server, results: dict, rounds: int) -> Path:
     """The 3.4 GB model (bench.big_model), built once, uploaded to bucket up-big-model (prefix m) with
     our upload against rclone copy (``rounds`` samples); results["big"]["upload"]."""
@@ -393,8 +343,6 @@ def big_model_uploaded(server: Server, results: dict, rounds: int) -> Path:
 def bench_starts(server: Server, results: dict, full: bool, big: bool, save: Callable[[], None] = lambda: None) -> None:
     """A vLLM server's start in phases per read path, SmolLM2 and the 3.4 GB model (bench.start); in
     full mode also the old per-path load comparison with the streamer variants and the big stack."""
-    from bench import start, weights
-
     # the 3.36 GB model first: where the read path costs most (a run stopped early keeps its figures)
     models = {"big": (big_model_uploaded(server, results, 5 if full else 1), "up-big-model", weights.BIG_ARGS)} \
         if big else {}
@@ -416,8 +364,8 @@ def bench_big_stack(model: Path, fields: dict, kind: str, quick_preview_s: float
     stack = Stack(ROOT, f"bench-big-{secrets.token_hex(3)}")
     stack.init()
     keys = {"rustfsAccessKey": f"bench-{secrets.token_hex(8)}", "rustfsSecretKey": secrets.token_urlsafe(18)}
-    m = {"name": "big", "source": str(model), "prefix": "big", "port": _free_port(), "kvCacheSpaceGib": 1, **fields}
-    cfg = {"environment": "test", "namePrefix": stack.name, **stack_settings(kind), "rustfsPort": _free_port(),
+    m = {"name": "big", "source": str(model), "prefix": "big", "port": free_port(), "kvCacheSpaceGib": 1, **fields}
+    cfg = {"environment": "test", "namePrefix": stack.name, **stack_settings(kind), "rustfsPort": free_port(),
            "bindAddress": "127.0.0.1", "mountPath": f"/mnt/{stack.name}",
            "mountCacheDir": str(WORK / "stack-big-cache"), "vllmImage": VLLM_IMAGE, "vllmReadyTimeout": 1500}
 
@@ -470,11 +418,11 @@ def bench_stack(full: bool, results: dict, program: Path = ROOT, label: str = "s
     try:
         name = stack.name
         stack.write_config({
-            "environment": "test", "namePrefix": name, **stack_settings(kind), "rustfsPort": _free_port(),
+            "environment": "test", "namePrefix": name, **stack_settings(kind), "rustfsPort": free_port(),
             "bindAddress": "127.0.0.1", "mountPath": f"/mnt/{name}", "mountCacheDir": str(tmp / "cache"),
             "vllmImage": VLLM_IMAGE, "vllmReadyTimeout": 900,
             "mountFlags": results.get("load", {}).get("ours_flags", []),
-            "models": [{"name": "smollm2", "source": str(model), "prefix": MODEL.name, "port": _free_port(),
+            "models": [{"name": "smollm2", "source": str(model), "prefix": MODEL.name, "port": free_port(),
                         "maxModelLen": 512, "kvCacheSpaceGib": 1, "extraArgs": ["--enforce-eager"]}]})
         stack.set("rustfsAccessKey", f"bench-{secrets.token_hex(8)}", secret=True)
         stack.set("rustfsSecretKey", secrets.token_urlsafe(18), secret=True)
@@ -539,7 +487,8 @@ def _breakdown(output: str) -> dict[str, float]:
 
 
 # ----------------------------------------------------------------------------------------- main
-def main() -> None:
+def parse_args() -> argparse.Namespace:
+    """The command line; which part runs is main's choice, from these flags."""
     ap = argparse.ArgumentParser()
     ap.add_argument("--server", choices=("rustfs", "standin"), default="rustfs",
                     help="rustfs: real RustFS (local build); standin: rclone serve s3 (not RustFS)")
@@ -562,107 +511,167 @@ def main() -> None:
     ap.add_argument("--hosts", action="store_true",
                     help="only `up` of one model on one simulated serving host and on two (tests/hosts/sim-hosts), "
                          "added to results-<server>.json as hosts")
-    args = ap.parse_args()
-    t_run = time.monotonic()
-    if args.hosts:
-        from bench.hosts import bench_hosts
+    return ap.parse_args()
 
-        out = ROOT / "bench" / f"results-{args.server}.json"
-        results = json.loads(out.read_text()) if out.exists() else {}
-        bench_hosts(WORK, results, args.server)
-        out.write_text(json.dumps(results, indent=2))
-        log(f"hosts: {results['hosts']}")
-        return
-    if args.preview_5g:
-        out = ROOT / "bench" / f"results-{args.server}.json"
-        results = json.loads(out.read_text())
-        part: dict = {"upload": {}, "load": results.get("load", {})}
-        bench_stack(True, part, kind=args.server)
-        results["preview"]["noop_5g_s"] = part["preview"]["noop_s"]
-        results["preview"]["ratio_5g_vs_quick"] = round(part["preview"]["noop_s"] / results["preview"]["noop_s"], 2)
-        results["up_5g"] = part["up"]
-        out.write_text(json.dumps(results, indent=2))
-        log(f"preview: {results['preview']}")
-        return
-    WORK.mkdir(parents=True, exist_ok=True)
-    if args.big_only:
-        out = ROOT / "bench" / f"results-{args.server}.json"
-        results = json.loads(out.read_text()) if out.exists() else {}
-        server = Server(WORK / "s3data", args.server)
-        try:
-            from bench import start, weights
 
-            model = big_model_uploaded(server, results, 5 if args.full else 1)
-            start.bench_all(server, results, {"big": (model, "up-big-model", weights.BIG_ARGS)}, True)
-        finally:
-            server.stop()
-            shutil.rmtree(WORK / "s3data", ignore_errors=True)
-        results["start"]["big"]["machine_load"] = stats.LOAD.summary()
-        results["noisy"] = noisy(results)
-        out.write_text(json.dumps(results, indent=2))
-        table(results)
-        return
+def results_file(kind: str, suffix: str = "") -> Path:
+    """bench/results-<server><suffix>.json: the one place a run's figures go."""
+    return ROOT / "bench" / f"results-{kind}{suffix}.json"
+
+
+@contextmanager
+def fresh_server(kind: str) -> Iterator[Server]:
+    """A fresh server on WORK/s3data, stopped and its data removed however the part ends."""
+    server = Server(WORK / "s3data", kind)
+    try:
+        yield server
+    finally:
+        server.stop()
+        shutil.rmtree(WORK / "s3data", ignore_errors=True)
+
+
+def synthetic_bytes(full: bool) -> int:
+    """The synthetic set's size: 1 GiB quick, 4 GiB full."""
+    return (4 if full else 1) * 2**30
+
+
+def run_hosts(kind: str) -> None:
+    """--hosts: `up` on one simulated serving host and on two, added to results-<server>.json."""
+    from bench.hosts import bench_hosts
+
+    out = results_file(kind)
+    results = json.loads(out.read_text()) if out.exists() else {}
+    bench_hosts(WORK, results, kind)
+    out.write_text(json.dumps(results, indent=2))
+    log(f"hosts: {results['hosts']}")
+
+
+def run_preview_5g(kind: str) -> None:
+    """--preview-5g: the stack part with a 5 GiB model, set beside an earlier run's quick preview."""
+    out = results_file(kind)
+    results = json.loads(out.read_text())
+    part: dict = {"upload": {}, "load": results.get("load", {})}
+    bench_stack(True, part, kind=kind)
+    results["preview"]["noop_5g_s"] = part["preview"]["noop_s"]
+    results["preview"]["ratio_5g_vs_quick"] = round(part["preview"]["noop_s"] / results["preview"]["noop_s"], 2)
+    results["up_5g"] = part["up"]
+    out.write_text(json.dumps(results, indent=2))
+    log(f"preview: {results['preview']}")
+
+
+def run_big_only(kind: str, full: bool) -> None:
+    """--big-only: the 3.4 GB model's upload and starts, added to results-<server>.json as big."""
+    out = results_file(kind)
+    results = json.loads(out.read_text()) if out.exists() else {}
+    with fresh_server(kind) as server:
+        model = big_model_uploaded(server, results, 5 if full else 1)
+        start.bench_all(server, results, {"big": (model, "up-big-model", weights.BIG_ARGS)}, True)
+    results["start"]["big"]["machine_load"] = stats.LOAD.summary()
+    results["noisy"] = noisy(results)
+    out.write_text(json.dumps(results, indent=2))
+    table(results)
+
+
+def new_results(args: argparse.Namespace) -> dict:
+    """A fresh run's results, headed by what was measured where (mode, time, server, commit)."""
     results: dict = {"mode": "full" if args.full else "quick", "started": time.strftime("%Y-%m-%dT%H:%M:%S"),
-                     "server": server_name(args.server), "commit": _commit()}
-    total = (4 if args.full else 1) * 2**30
-    results.setdefault("upload", {})
-    if args.load_only:
-        synthetic = synthetic_set(WORK / "synthetic", total, 4)
-        server = Server(WORK / "s3data", args.server)
-        try:
-            uploaded(server, "up-synthetic", synthetic, "synthetic")
-            bench_load(server, synthetic, results)
-        finally:
-            server.stop()
-            shutil.rmtree(WORK / "s3data", ignore_errors=True)
-        results["load"].pop("samples", None)
-        results["machine_load"], results["noisy"] = stats.LOAD.summary(), noisy(results)
-        out = ROOT / "bench" / f"results-{args.server}-load.json"
-        out.write_text(json.dumps(results, indent=2))
-        print(json.dumps({k: v for k, v in results["load"].items() if "ratio" in k or k == "variants"}, indent=1))
-        return
-    if args.starts_only:
-        results["mode"] += ", starts only"
-        server = Server(WORK / "s3data", args.server)
-        try:
-            uploaded(server, "up-real-model", MODEL, "real-model")
-            bench_starts(server, results, args.full, big=not args.skip_big, save=lambda: save(results, args.server))
-        finally:
-            server.stop()
-            shutil.rmtree(WORK / "s3data", ignore_errors=True)
-        args.skip_stack = True
-    elif not args.stack_only:
-        synthetic = synthetic_set(WORK / "synthetic", total, 4)
-        server = Server(WORK / "s3data", args.server)
-        try:
-            bench_upload(server, {"synthetic": synthetic, "real-model": MODEL}, results)
-            bench_load(server, synthetic, results, full=args.full)
-            save(results, args.server)
-            if not args.skip_vllm:
-                bench_starts(server, results, args.full, big=not args.skip_big,
-                             save=lambda: save(results, args.server))
-        finally:
-            server.stop()
-            shutil.rmtree(WORK / "s3data", ignore_errors=True)
+                     "server": server_name(args.server), "commit": _commit(), "upload": {}}
+    return results
+
+
+def run_load_only(args: argparse.Namespace, results: dict) -> None:
+    """--load-only: the mount read comparison alone, into results-<server>-load.json."""
+    synthetic = synthetic_set(WORK / "synthetic", synthetic_bytes(args.full), 4)
+    with fresh_server(args.server) as server:
+        uploaded(server, "up-synthetic", synthetic, "synthetic")
+        bench_load(server, synthetic, results)
+    results["load"].pop("samples", None)
+    results["machine_load"], results["noisy"] = stats.LOAD.summary(), noisy(results)
+    out = results_file(args.server, "-load")
+    out.write_text(json.dumps(results, indent=2))
+    print(json.dumps({k: v for k, v in results["load"].items() if "ratio" in k or k == "variants"}, indent=1))
+
+
+def run_starts_only(args: argparse.Namespace, results: dict) -> None:
+    """--starts-only: the vLLM starts per read path (both models, then the compile restart)."""
+    results["mode"] += ", starts only"
+    with fresh_server(args.server) as server:
+        uploaded(server, "up-real-model", MODEL, "real-model")
+        bench_starts(server, results, args.full, big=not args.skip_big, save=lambda: save(results, args.server))
+
+
+def run_reads(args: argparse.Namespace, results: dict) -> None:
+    """Upload, mount reads and (unless --skip-vllm) the vLLM starts, on one server and one data set."""
+    synthetic = synthetic_set(WORK / "synthetic", synthetic_bytes(args.full), 4)
+    with fresh_server(args.server) as server:
+        bench_upload(server, {"synthetic": synthetic, "real-model": MODEL}, results)
+        bench_load(server, synthetic, results, full=args.full)
+        save(results, args.server)
+        if not args.skip_vllm:
+            bench_starts(server, results, args.full, big=not args.skip_big,
+                         save=lambda: save(results, args.server))
+
+
+def run_stack_parts(args: argparse.Namespace, results: dict, skip_stack: bool) -> None:
+    """The stack part at --before REF, then with this checkout, right after it; then their ratios."""
     if args.before:
         bench_before(args.full, args.before, results, args.server)
-    if not args.skip_stack:
+    if not skip_stack:
         bench_stack(args.full, results, kind=args.server)
-    if args.before and not args.skip_stack:
-        b = results["before"]
-        results["vs_before"] = {
-            "ref": args.before,
-            "up.total_s": round(results["up"]["total_s"] / b["up"]["total_s"], 2),
-            "up.noop_s": round(results["up"]["noop_s"] / b["up"]["noop_s"], 2),
-            "preview.noop_s": round(results["preview"]["noop_s"] / b["preview"]["noop_s"], 2)}
+    if args.before and not skip_stack:
+        results["vs_before"] = vs_before(results, args.before)
+
+
+def vs_before(results: dict, ref: str) -> dict:
+    """This checkout's stack figures over those at ``ref`` (below 1: faster now)."""
+    b = results["before"]
+    return {
+        "ref": ref,
+        "up.total_s": round(results["up"]["total_s"] / b["up"]["total_s"], 2),
+        "up.noop_s": round(results["up"]["noop_s"] / b["up"]["noop_s"], 2),
+        "preview.noop_s": round(results["preview"]["noop_s"] / b["preview"]["noop_s"], 2)}
+
+
+def write_results(results: dict, kind: str, t_run: float) -> None:
+    """The run's end: raw samples dropped, machine load, noisy figures and run time added; written, tabled."""
     results.get("load", {}).pop("samples", None)
     results["machine_load"] = stats.LOAD.summary()
     results["noisy"] = noisy(results)
     results["run_seconds"] = round(time.monotonic() - t_run)
-    out = ROOT / "bench" / f"results-{args.server}.json"
+    out = results_file(kind)
     out.write_text(json.dumps(results, indent=2))
     table(results)
     print(f"\nwritten: {out}")
+
+
+def run_measured(args: argparse.Namespace) -> None:
+    """A run that writes fresh results: --load-only, or the reads (or --starts-only), then the stack part."""
+    t_run = time.monotonic()
+    results = new_results(args)
+    if args.load_only:
+        run_load_only(args, results)
+        return
+    if args.starts_only:
+        run_starts_only(args, results)
+    elif not args.stack_only:
+        run_reads(args, results)
+    run_stack_parts(args, results, skip_stack=args.skip_stack or args.starts_only)
+    write_results(results, args.server, t_run)
+
+
+def main() -> None:
+    """Run the part the flags name: one that adds to an earlier run's results, or a fresh run."""
+    args = parse_args()
+    if args.hosts:
+        run_hosts(args.server)
+    elif args.preview_5g:
+        run_preview_5g(args.server)
+    else:
+        WORK.mkdir(parents=True, exist_ok=True)
+        if args.big_only:
+            run_big_only(args.server, args.full)
+        else:
+            run_measured(args)
 
 
 def start_table(st: dict) -> None:

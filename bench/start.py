@@ -34,13 +34,13 @@ from typing import Callable, Optional, Sequence
 
 import docker
 
-from bench import run as base
 from bench import stats, weights
+from bench.machine import ROOT, WORK, drop_caches, log, mount, read_sequential, unmount
 from components.config import DEFAULT_MOUNT_FLAGS
-from components.mounting import copies
+from components.docker import copies
 from components.storage import manifest as manifest_mod
 
-SCRIPT = str(base.ROOT / "scripts" / "rclone-mount")
+SCRIPT = str(ROOT / "scripts" / "rclone-mount")
 COMPILE_ROUNDS = 3
 # what a restart costs on today's main (before issue 28), emulated here with main's own read path
 BASELINE = ("main fd9419c: loadFormat mount with its default flags, the VFS cache warm, no compile cache "
@@ -50,7 +50,7 @@ PHASES = ("load_begins", "weights_loaded", "ready", "first_token")
 
 def copy_up(server, bucket: str, root: Path, model: Path, log: Path) -> float:
     """The program's copy of ``bucket``/m into ``root``, as ModelCopy runs it; seconds."""
-    manifest = manifest_mod.build(str(model), str(base.WORK / "hash-cache" / f"{model.name}.json"))
+    manifest = manifest_mod.build(str(model), str(WORK / "hash-cache" / f"{model.name}.json"))
     revision = hashlib.sha256("".join(f"{k}:{v['sha256']}\n" for k, v in sorted(manifest.items())).encode()).hexdigest()[:16]
     env = {**server.rclone_env(), "RV_RCLONE": shutil.which("rclone") or "rclone", "RV_REMOTE": "BENCH",
            "RV_SOURCE": f"{bucket}/m", "RV_ROOT": str(root), "RV_COPY_ROOT": str(root), "RV_REVISION": revision,
@@ -66,7 +66,7 @@ class Paths:
 
     def __init__(self, server, model: Path, bucket: str, model_args: Sequence[str]) -> None:
         self.server, self.model, self.bucket, self.args = server, model, bucket, list(model_args)
-        w = base.WORK
+        w = WORK
         self.mnt, self.vfs = w / f"mnt-{bucket}", w / f"mount-cache-{bucket}"
         self.copy_root = w / f"copy-{bucket}"
         self.starts: dict[str, list[weights.Start]] = {}
@@ -79,39 +79,39 @@ class Paths:
         return s.phases["first_token"]
 
     def local(self) -> float:
-        base.drop_caches()
-        return self._keep("local", weights.vllm_start(base.WORK, self.args, source_dir=self.model.parent,
+        drop_caches()
+        return self._keep("local", weights.vllm_start(WORK, self.args, source_dir=self.model.parent,
                                                       prefix=self.model.name))
 
     def mounted(self, warm: bool) -> Callable[[], float]:
         def run() -> float:
-            base.mount(self.server, self.bucket, self.mnt, list(DEFAULT_MOUNT_FLAGS), self.vfs)
+            mount(self.server, self.bucket, self.mnt, list(DEFAULT_MOUNT_FLAGS), self.vfs)
             try:
                 if warm:
                     for f in sorted((self.mnt / "m").iterdir()):
-                        base.read_sequential(f)
-                base.drop_caches()
+                        read_sequential(f)
+                drop_caches()
                 return self._keep(f"mount:{'warm' if warm else 'cold'}",
-                                  weights.vllm_start(base.WORK, self.args, source_dir=self.mnt))
+                                  weights.vllm_start(WORK, self.args, source_dir=self.mnt))
             finally:
-                base.unmount(self.mnt)
+                unmount(self.mnt)
         return run
 
     def copied(self, warm: bool) -> Callable[[], float]:
         def run() -> float:
             if not warm:
                 shutil.rmtree(self.copy_root, ignore_errors=True)
-            base.drop_caches()
-            took = copy_up(self.server, self.bucket, self.copy_root, self.model, base.WORK / f"copy-{self.bucket}.log")
-            base.drop_caches()          # vLLM reads the copy from disk, as it reads the local baseline
+            drop_caches()
+            took = copy_up(self.server, self.bucket, self.copy_root, self.model, WORK / f"copy-{self.bucket}.log")
+            drop_caches()          # vLLM reads the copy from disk, as it reads the local baseline
             folder = next(p for p in self.copy_root.iterdir() if p.is_dir())   # <root>/<revision>
-            start = weights.vllm_start(base.WORK, self.args, source_dir=folder.parent, prefix=folder.name)
+            start = weights.vllm_start(WORK, self.args, source_dir=folder.parent, prefix=folder.name)
             return self._keep(f"copy:{'warm' if warm else 'cold'}", start, took)
         return run
 
     def streamed(self) -> float:
-        base.drop_caches()
-        return self._keep("streamer", weights.vllm_start(base.WORK, self.args, s3=(self.server.endpoint, self.bucket)))
+        drop_caches()
+        return self._keep("streamer", weights.vllm_start(WORK, self.args, s3=(self.server.endpoint, self.bucket)))
 
 
 def summary(paths: Paths, got: dict[str, stats.Samples]) -> dict:
@@ -175,13 +175,13 @@ def compile_restart(server, model: Path, bucket: str, model_args: Sequence[str],
     except docker.errors.NotFound:
         pass
     client.volumes.create(volume)
-    copy_up(server, bucket, p.copy_root, model, base.WORK / f"copy-{bucket}.log")
+    copy_up(server, bucket, p.copy_root, model, WORK / f"copy-{bucket}.log")
     folder = next(x for x in p.copy_root.iterdir() if x.is_dir())
-    fill = weights.vllm_start(base.WORK, args, source_dir=folder.parent, prefix=folder.name, compile_cache=volume)
+    fill = weights.vllm_start(WORK, args, source_dir=folder.parent, prefix=folder.name, compile_cache=volume)
 
     def ours() -> float:
-        base.drop_caches()
-        s = weights.vllm_start(base.WORK, args, source_dir=folder.parent, prefix=folder.name, compile_cache=volume)
+        drop_caches()
+        s = weights.vllm_start(WORK, args, source_dir=folder.parent, prefix=folder.name, compile_cache=volume)
         return p._keep("ours", s)
 
     try:
@@ -220,7 +220,7 @@ def bench_all(server, results: dict, models: dict[str, tuple[Path, str, Sequence
         t = time.monotonic()
         got = bench_start(server, model, bucket, args, full=full)
         out[name] = {**headline(got), "detail": got, "seconds": round(time.monotonic() - t)}
-        base.log(f"start {name}: cold {out[name]['cold']}, warm {out[name]['warm']}")
+        log(f"start {name}: cold {out[name]['cold']}, warm {out[name]['warm']}")
         save()
     for name, (model, bucket, args) in models.items():
         if name != "smollm2" and not full:
@@ -229,5 +229,5 @@ def bench_all(server, results: dict, models: dict[str, tuple[Path, str, Sequence
         cr = compile_restart(server, model, bucket, args)
         out[name]["compile_restart"] = {**cr, "seconds": round(time.monotonic() - t)}
         out[name]["warm_first_token_vs_baseline"] = cr["warm_first_token_vs_baseline"]
-        base.log(f"compile restart {name}: ours/main {cr['warm_first_token_vs_baseline']}")
+        log(f"compile restart {name}: ours/main {cr['warm_first_token_vs_baseline']}")
         save()

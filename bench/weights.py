@@ -19,7 +19,7 @@ from typing import Optional, Sequence
 
 import docker
 
-from bench import run as base
+from bench.machine import ACCESS, SECRET, VLLM_IMAGE, free_port
 from components.serving import streamer
 
 SMALL_ARGS = ("--dtype", "float32", "--max-model-len", "512", "--enforce-eager")
@@ -71,7 +71,7 @@ def _support(work: Path) -> Path:
     folder = work / "vllm-support"
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "logging.json").write_text(json.dumps(LOGGING))
-    (folder / "aws-credentials").write_text(streamer.credentials(base.ACCESS, base.SECRET))
+    (folder / "aws-credentials").write_text(streamer.credentials(ACCESS, SECRET))
     return folder
 
 
@@ -83,7 +83,7 @@ def vllm_start(work: Path, model_args: Sequence[str], *, source_dir: Optional[Pa
     ``compile_cache``: a Docker volume for vLLM's and inductor's caches, as vllmCompileCache mounts it."""
     from components.serving.vllm import COMPILE_CACHE, COMPILE_CACHE_ENV
 
-    client, port, support = docker.from_env(), base._free_port(), _support(work)
+    client, port, support = docker.from_env(), free_port(), _support(work)
     volumes = {str(support): {"bind": "/bench", "mode": "ro"}}
     if compile_cache:
         volumes[compile_cache] = {"bind": COMPILE_CACHE, "mode": "rw"}
@@ -101,7 +101,7 @@ def vllm_start(work: Path, model_args: Sequence[str], *, source_dir: Optional[Pa
         volumes[str(source_dir)] = {"bind": "/models", "mode": "ro"}
         kwargs["ports"] = {"8000/tcp": ("127.0.0.1", port)}
     start, t0 = time.monotonic(), time.time()
-    c = client.containers.run(base.VLLM_IMAGE, ["--model", model, "--served-model-name", "m", *model_args, *extra],
+    c = client.containers.run(VLLM_IMAGE, ["--model", model, "--served-model-name", "m", *model_args, *extra],
                               detach=True, shm_size="2g", environment=env, volumes=volumes, **kwargs)
     try:
         _wait_ready(c, port, start)

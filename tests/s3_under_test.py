@@ -39,7 +39,7 @@ def stack_settings(kind: str = KIND) -> dict[str, str]:
 
 
 def expected_s3_server_output() -> str:
-    from components.storage.s3_server import describe
+    from components.storage.kinds import describe
 
     s = stack_settings()
     return describe(s["s3Server"], s["rustfsImage"])

@@ -29,8 +29,8 @@ import re
 from typing import Any, Mapping
 
 from components.storage import layout
-from components.hosts.machine import LOCAL_ONLY_PREFIXES
 from components.config.reader import Reader
+from components.config.rules import FORBIDDEN_MOUNT_ROOTS, LOCAL_ONLY_PREFIXES, inside
 from components.config.schema import HOST_FIELDS
 from components.config.spec import LOCAL, REMOTE_TOOLS_ROOT, HostSpec
 
@@ -139,8 +139,6 @@ def _ssh(r: Reader, key: str, h: Mapping[str, Any], local: bool) -> tuple[Any, A
 
 
 def _mount(r: Reader, key: str, h: Mapping[str, Any], v: Mapping[str, Any], local: bool) -> tuple[str, str]:
-    from components.config.load import FORBIDDEN_MOUNT_ROOTS, inside
-
     mpath = h.get("mountPath", v["mount_path"])
     if not isinstance(mpath, str) or not os.path.isabs(mpath) or os.path.normpath(mpath) in FORBIDDEN_MOUNT_ROOTS:
         r.bad(f"{key}.mountPath", mpath, FIELD["mountPath"].allowed)

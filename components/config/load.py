@@ -4,7 +4,7 @@ reported together.
 Every error names the config key (or model field / path), the value, and what is allowed, and all
 errors are reported together before any resource is registered, so a bad stack fails at preview
 with nothing created. What needs a look at the machines (ports, images, FUSE, volumes, TLS, SSH,
-GPUs, container names) is preflight's (components/preflight.py), on the validated config.
+GPUs, container names) is preflight's (components/docker/preflight.py, components/kube/preflight.py), on the validated config.
 """
 from __future__ import annotations
 
@@ -16,12 +16,12 @@ from typing import Any, Mapping
 from components.storage import layout, tls
 from components.config import hosts as hosts_cfg, kube as kube_cfg, models as models_cfg
 from components.config.reader import Reader
+from components.config.rules import FORBIDDEN_MOUNT_ROOTS, env_map, inside
 from components.config.schema import NAMESPACE
 from components.config.spec import DEFAULT_CREDENTIAL, ConfigError, HostSpec, ModelSpec, StackConfig
 
 BUCKET_RE = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
 URL_RE = re.compile(r"https?://[A-Za-z0-9.\-\[\]:]+(:[0-9]{1,5})?/?")
-FORBIDDEN_MOUNT_ROOTS = ("/", "/mnt", "/tmp", "/var", "/home")
 
 
 def load(raw: Mapping[str, Any], stack: str, project_dir: str) -> StackConfig:
@@ -152,12 +152,6 @@ def rclone_flags(r: Reader, key: str) -> list[str]:
     return flags
 
 
-def inside(path: str, root: str) -> bool:
-    """``path`` is ``root`` or below it."""
-    p, q = os.path.normpath(path), os.path.normpath(root)
-    return p == q or p.startswith(q + os.sep)
-
-
 def _serving(r: Reader, v: dict[str, Any]) -> None:
     """The vLLM containers, where their ports are published, and the smoke completion."""
     v.update(vllm_image=r.value("vllmImage"), vllm_shm_size=r.value("vllmShmSize"), vllm_gpus=r.value("vllmGpus"),
@@ -165,22 +159,6 @@ def _serving(r: Reader, v: dict[str, Any]) -> None:
              vllm_restart=r.value("vllmRestart"), vllm_compile_cache=r.value("vllmCompileCache"), vllm_ready_timeout=r.value("vllmReadyTimeout"),
              bind_address=r.value("bindAddress"), smoke_test=r.value("smokeTest"), smoke_prompt=r.value("smokePrompt"),
              smoke_max_tokens=r.value("smokeMaxTokens"), balancer_image=r.value("balancerImage"))
-
-
-ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-
-
-def env_map(r: Reader, key: str, raw: Any) -> dict[str, str]:
-    """A map of environment variables for vLLM containers (``vllmEnv`` or a model's ``env``)."""
-    if not isinstance(raw, dict):
-        r.bad(key, raw, "a map of environment variable names to string values")
-        return {}
-    for k, val in raw.items():
-        if not ENV_NAME_RE.fullmatch(str(k)) or not isinstance(val, (str, int, float)) or isinstance(val, bool):
-            r.bad(f"{key}.{k}", val, "an environment variable NAME mapped to a string or number")
-        elif k == "VLLM_API_KEY":
-            r.bad(f"{key}.{k}", "<secret>", "not here: set vllmApiKey with --secret")
-    return {str(k): str(val) for k, val in raw.items()}
 
 
 def _hosts(r: Reader, v: dict[str, Any]) -> list[HostSpec]:

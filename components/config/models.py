@@ -6,6 +6,7 @@ from typing import Any, Mapping
 
 from components.storage import layout
 from components.config.reader import Reader
+from components.config.rules import env_map
 from components.config.schema import MODEL_FIELDS
 from components.config.spec import HostSpec, ModelSpec
 
@@ -69,7 +70,6 @@ def _model(r: Reader, i: int, m: Mapping[str, Any], project_dir: str, hosts: lis
         for a in extra:
             if a.split("=")[0] == "--load-format":
                 r.bad(f"{key}.extraArgs", a, "no --load-format with loadFormat: runai_streamer (it sets it)")
-    from components.config.load import env_map
 
     return ModelSpec(name=name, source=source, prefix=prefix, port=port, max_model_len=max_len,
                      dtype=r.field(FIELD["dtype"], m, key), gpu_memory_utilization=gmu, kv_cache_space_gib=kv,

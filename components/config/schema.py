@@ -27,7 +27,7 @@ DTYPES = ("auto", "float32", "float16", "bfloat16", "half", "float")
 # How vLLM reads a model's weights: through its read-only rclone mount (the guide), or streamed
 # straight from the bucket by the Run:ai Model Streamer (vLLM --load-format runai_streamer).
 # local_copy: the revision copied once to the host's disk from the bucket (verified against the
-# upload manifest), vLLM reading local disk (components.mounting.copies).
+# upload manifest), vLLM reading local disk (components.docker.copies).
 LOCAL_COPY = "local_copy"
 LOAD_FORMATS = ("mount", "runai_streamer", LOCAL_COPY)
 # Where the stack serves: Docker hosts (this machine, or hosts over SSH), or a Kubernetes cluster.

@@ -11,11 +11,12 @@ import socket
 import subprocess
 from typing import Callable, Optional
 
+from components.config.rules import LOCAL_ONLY_PREFIXES
 from components.mounting import mount_tool
 
-# Images built on this host by scripts/build-images: no registry has them, so `up` cannot pull
-# them and a missing one is reported at preview. Any other image is pulled by `up` when missing.
-LOCAL_ONLY_PREFIXES = ("rustfs-vllm/",)
+# Images built on this host by scripts/build-images (config.rules.LOCAL_ONLY_PREFIXES): no registry
+# has them, so `up` cannot pull them and a missing one is reported at preview. Any other image is
+# pulled by `up` when missing.
 
 
 def fuse_available() -> bool:

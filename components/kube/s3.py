@@ -11,7 +11,8 @@
 - ``external``: nothing runs; pods and this machine use ``rustfsEndpoint``.
 
 Pulumi's await logic gates readiness (the StatefulSet's rollout, its pod's readiness probe); then
-the credential check, from this machine, proves the keys work and RustFS's defaults do not.
+the core's credential check (components.core.store, a child of this component), from this machine,
+proves the keys work and RustFS's defaults do not.
 """
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ import pulumi_kubernetes as k8s
 from components.kube.cluster import ACCESS_KEY, RCLONE_AUTH_KEY, SECRET_KEY, KubeCluster
 from components.kube import sizing
 from components.kube.names import labels, meta
-from components.storage.s3_server import credential_check, describe
+from components.storage.kinds import describe
 
 S3_PORT = 9000
 SECRETS = "/run/secrets/rustfs-vllm"
@@ -41,10 +42,6 @@ class KubeS3ServerArgs:
     node_port: int
     storage_class: str
     storage_size: str
-    access_key: pulumi.Input[str]
-    secret_key: pulumi.Input[str]
-    defaults_allowed: bool = False
-    ca_bundle: str = ""
 
 
 class KubeS3Server(pulumi.ComponentResource):
@@ -64,11 +61,6 @@ class KubeS3Server(pulumi.ComponentResource):
             # a preview of a new Service has no cluster IP yet (the API server assigns it at create)
             self.cluster_endpoint = self.service.spec.apply(
                 lambda s: f"http://{s.cluster_ip or '<cluster IP, assigned at create>'}:{S3_PORT}")
-        # retried up to 5 minutes: the StatefulSet's update is reported done before its pod has restarted
-        # (components/providers/credentials.py); a wrong key fails once that time has gone
-        self.credentials = credential_check(self, name, args, self.statefulset.id if self.statefulset else "external",
-                                            wait_seconds=300)
-        self.ready = [*self.ready, self.credentials]
         self.endpoint = pulumi.Output.from_input(args.endpoint)
         self.kind = pulumi.Output.from_input(describe(args.kind, args.image) + " on Kubernetes"
                                              if args.kind != "external" else describe(args.kind, args.image))

@@ -20,7 +20,7 @@ container before the mount's keeper has mounted again), then runs ``vllm serve``
 policy starts it again. It never starts on an empty folder.
 
 A model with ``loadFormat: local_copy`` reads the host's own copy of its revision instead
-(components.mounting.copies), bound read-only at ``/models/<prefix>``: the same argv, local disk.
+(components.docker.copies), bound read-only at ``/models/<prefix>``: the same argv, local disk.
 
 A model with ``loadFormat: runai_streamer`` is given its prefix in the bucket instead of the mount
 (``--model s3://<bucket>/<prefix>/ --load-format runai_streamer``), its keys as a secret file, and the
@@ -39,7 +39,7 @@ import pulumi_docker as docker
 
 from components.serving import secret_files, streamer
 from components.serving.readiness import ReadinessWait, ReadinessWaitArgs
-from components.storage.s3_server import labels
+from components.serving.labels import labels
 
 API_KEY_CONFIG = f"{secret_files.SECRETS_DIR}/vllm-api-key.yaml"
 # vllmCompileCache: where the volume is mounted, and the variables that put vLLM's torch.compile

@@ -9,7 +9,7 @@ import shutil
 import subprocess
 import time
 
-from components.mounting.mounts import expectations
+from components.docker.mounts import expectations
 from standins.plugin import decode
 from tests.helpers import ROOT
 from tests.integration.conftest import ACCESS, SECRET
@@ -40,7 +40,7 @@ def mount_env(s3_server, root, tmp_path, prefix="m1", files=None, **extra):
 
 
 def props(env):
-    """The inputs components/mounting/mounts.py gives a model's local.Command."""
+    """The inputs components/docker/mounts.py gives a model's local.Command."""
     return {"create": f"{SCRIPT} mount", "delete": f"{SCRIPT} unmount", "environment": env, "triggers": []}
 
 

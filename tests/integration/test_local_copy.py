@@ -14,8 +14,9 @@ import subprocess
 import grpc
 import pytest
 
-from components.mounting import copies, copy_tool
-from components.mounting.mounts import remote_env
+from components.docker import copies
+from components.mounting import copy_tool
+from components.docker.mounts import remote_env
 from tests.integration.conftest import ACCESS, SECRET
 from tests.integration.mounting import CONFIG, SCRIPT, WEIGHTS
 
@@ -48,7 +49,7 @@ def copy_env(s3_server, tmp_path, revision="rev1", files=None, secret=SECRET, **
 
 
 def props(env):
-    """The inputs components/mounting/copies.py gives a model's local.Command."""
+    """The inputs components/docker/copies.py gives a model's local.Command."""
     return {"create": f"{SCRIPT} copy-up", "delete": f"{SCRIPT} copy-down", "environment": env, "triggers": []}
 
 

@@ -12,7 +12,7 @@ import pytest
 
 from components.storage import layout
 from components.hosts import machine
-from components.mounting.mounts import generation
+from components.docker.mounts import generation
 from tests.integration.conftest import ACCESS, SECRET
 from tests.integration.mounting import (CONFIG, SCRIPT, WEIGHTS, mount_env, mount_options, pids, props,
                                         root_props, wait_for)

@@ -1,5 +1,5 @@
-"""Runs the program's ServingStack under Pulumi mocks and records every RegisterResource request
-(type, name, parent, dependencies, inputs with secrets still marked)."""
+"""Runs the program's Plan (on the config's target) under Pulumi mocks and records every
+RegisterResource request (type, name, parent, dependencies, inputs with secrets still marked)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -100,34 +100,25 @@ class Graph:
 
 
 def build(cfg, stack: str = "dev") -> Graph:
-    """Construct the ServingStack (or the KubeStack, target kubernetes) for ``cfg`` under mocks; return
+    """Construct the stack (its Plan on the config's target) for ``cfg`` under mocks; return
     what was registered."""
     monitor = RecordingMonitor(Mocks())
     pulumi.runtime.set_mocks(Mocks(), project="rustfs-vllm", stack=stack, preview=False, monitor=monitor)
-    from components.stack import ServingStack, ServingStackArgs
+    from components.core.plan import Plan
+    from components.targets import target_for
 
     holder: dict[str, Any] = {}
 
     @pulumi.runtime.test
-    def construct_kube():
-        from components.kube.stack import KubeStack, KubeStackArgs
-
-        s = KubeStack("rustfs-vllm", KubeStackArgs(config=cfg))
+    def construct():
+        # as __main__ builds it: the config's target, the one plan
+        s = Plan("rustfs-vllm", target_for(cfg))
         holder["stack"] = s
         holder["exports"] = s.exports()
-        return pulumi.Output.all(*[m.base_url for m in s.models.values()], *[t.text for t in s.smoke.values()],
-                                 s.server.cluster_endpoint)
+        return pulumi.Output.all(*[x.base_url for x in s.served], *[x.instance for x in s.served],
+                                 *[t.text for t in s.smoke.values()])
 
-    @pulumi.runtime.test
-    def construct():
-        s = ServingStack("rustfs-vllm", ServingStackArgs(config=cfg))
-        holder["stack"] = s
-        outs = [sv.container_id for per in s.servers.values() for sv in per.values()] + \
-            [t.text for per in s.smoke.values() for t in per.values()]
-        outs.append(s.mount_root.path)
-        return pulumi.Output.all(*outs)
-
-    (construct_kube if cfg.kube else construct)()
+    construct()
     g = Graph(monitor.registered)
     g.stack = holder["stack"]  # type: ignore[attr-defined]
     return g

@@ -1,4 +1,4 @@
-"""Given answers for preflight's probes (components.preflight.Probes), so its decisions can be
+"""Given answers for preflight's probes (components.docker.preflight.Probes), so its decisions can be
 tested on any machine; the real probes run in tests/reliability/test_bad_inputs.py and against the
 simulated hosts."""
 from __future__ import annotations
@@ -8,7 +8,8 @@ from typing import Callable, Mapping, Optional
 
 import pytest
 
-from components import config, preflight
+from components import config
+from components.docker import preflight
 from components.hosts.docker_facts import DockerFacts
 
 

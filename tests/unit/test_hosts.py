@@ -321,7 +321,7 @@ def test_ports_are_per_host_and_the_key_needs_a_remote_host(tmp_path):
 
 
 def test_a_host_that_does_not_answer_fails_preview_naming_it(tmp_path, monkeypatch):
-    from components import preflight
+    from components.docker import preflight
     from components.hosts import ssh
     from components.hosts.types import hosts_of
 

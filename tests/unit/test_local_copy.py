@@ -9,7 +9,8 @@ import os
 import pytest
 
 from components import config
-from components.mounting import copies, copy_tool
+from components.docker import copies
+from components.mounting import copy_tool
 from tests.helpers import ROOT, make_model
 from tests.unit.graph import build, unwrap
 
@@ -34,7 +35,7 @@ def graph(tmp_path):
 
 
 def _revision(graph, name: str) -> str:
-    return graph.stack.uploads[name].revision_digest
+    return graph.stack.store.uploads[name].revision_digest
 
 
 def test_a_copied_model_has_a_copy_command_and_no_mount(graph, tmp_path):
@@ -47,7 +48,7 @@ def test_a_copied_model_has_a_copy_command_and_no_mount(graph, tmp_path):
     assert env["RV_SOURCE"] == "weights/b" and env["RV_REVISION"] == _revision(graph, "b")
     assert env["RV_COPY_ROOT"] == str(tmp_path / "cache" / "b" / "copy")
     expect = json.loads(env["RV_EXPECT"])
-    manifest = graph.stack.uploads["b"].manifest
+    manifest = graph.stack.store.uploads["b"].manifest
     assert expect == {rel: [int(e["size"]), e["sha256"]] for rel, e in manifest.items()}   # every file's sha256
     assert _revision(graph, "b") in json.dumps(cmd.plain("triggers"))     # a new revision: a new copy
 
@@ -96,9 +97,9 @@ def test_keys_only_in_the_copys_secret_environment(graph):
 
 
 def test_outputs_say_the_model_reads_a_local_copy(graph):
-    from components.stack_outputs import weights
+    from components.docker.outputs import load_format
 
-    assert weights(graph.stack, "a") == "mount" and weights(graph.stack, "b") == "local_copy"
+    assert load_format(graph.stack.cfg, "a") == "mount" and load_format(graph.stack.cfg, "b") == "local_copy"
 
 
 def test_copy_flags_are_checked(tmp_path):

@@ -5,8 +5,8 @@ containers that are not this stack's, with who made them."""
 from __future__ import annotations
 
 from components.hosts import docker_facts
-from components import preflight
-from components.preflight import DockerFacts
+from components.docker import preflight
+from components.docker.preflight import DockerFacts
 from tests.unit.probes import GivenProbes
 from tests.unit.test_hosts import load, raw_two_hosts
 

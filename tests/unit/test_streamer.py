@@ -6,7 +6,8 @@ import json
 
 import pytest
 
-from components import config, preflight
+from components import config
+from components.docker import preflight
 from components.serving import streamer
 from tests.helpers import ROOT, make_model
 from tests.unit.graph import build, unwrap
@@ -70,10 +71,10 @@ def test_a_streamed_model_waits_for_its_upload_not_for_a_mount(graph):
 
 
 def test_outputs_say_how_each_model_reads_its_weights(tmp_path):
-    from components.stack_outputs import weights
+    from components.docker.outputs import load_format
 
     g = build(config.load(raw_config(tmp_path), "dev", str(ROOT)))
-    assert weights(g.stack, "a") == "mount" and weights(g.stack, "b") == "runai_streamer"
+    assert load_format(g.stack.cfg, "a") == "mount" and load_format(g.stack.cfg, "b") == "runai_streamer"
 
 
 def test_load_format_and_its_flags_are_checked(tmp_path):

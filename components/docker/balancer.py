@@ -30,7 +30,7 @@ import pulumi
 import pulumi_docker as docker
 
 from components.serving.readiness import ReadinessWait, ReadinessWaitArgs
-from components.storage.s3_server import labels
+from components.serving.labels import labels
 
 CONFIG = "/etc/rustfs-vllm/nginx.conf"
 

@@ -28,7 +28,7 @@ import pulumi
 
 from components.hosts.types import Host
 from components.mounting import copy_tool
-from components.mounting.mounts import next_generation, remote_env
+from components.docker.mounts import next_generation, remote_env
 from components.storage import tls
 
 

@@ -1,0 +1,46 @@
+"""Store: where the weights live, built the same way for every target.
+
+    S3 server (the target's) -> credential check -> Bucket -> per model: ModelUpload (its revision)
+
+The credential check proves from this machine, once the server answers, that the configured keys
+work and RustFS's default keys do not (a RustFS that never got its keys runs on them and still
+answers health checks). It is a child of the target's server component, and a new server instance
+(container, StatefulSet) runs it again. ``ready`` is the server and the check: the bucket and the
+uploads order themselves after it with ``depends_on``; no value of it flows into their inputs.
+"""
+from __future__ import annotations
+
+import os
+
+import pulumi
+
+from components.config.spec import StackConfig
+from components.core.bucket import Bucket, BucketArgs
+from components.core.model_upload import ModelUpload, ModelUploadArgs
+from components.core.target import Keys, S3Side, Store
+from components.providers.credentials import CredentialCheckResource
+
+
+def credential_check(server: S3Side, name: str, cfg: StackConfig, keys: Keys) -> CredentialCheckResource:
+    """The check of ``server`` (its child, named ``<name>-credentials``), after it answers."""
+    return CredentialCheckResource(f"{name}-credentials", {
+        "endpoint": cfg.rustfs_endpoint, "kind": cfg.s3_server, "defaults_allowed": cfg.uses_default_credentials,
+        "server": server.instance, "access_key": keys.access_key, "secret_key": keys.secret_key,
+        **({"ca_bundle": cfg.ca_bundle} if cfg.ca_bundle else {}),
+        **({"wait_seconds": server.check_wait_seconds} if server.check_wait_seconds else {}),
+    }, pulumi.ResourceOptions(parent=server.component, depends_on=list(server.ready)))
+
+
+def build_store(owner: pulumi.Resource, cfg: StackConfig, server: S3Side, keys: Keys) -> Store:
+    """The check, the bucket and every model's upload, children of ``owner`` (the stack's root)."""
+    credentials = credential_check(server, "s3", cfg, keys)
+    after_server = pulumi.ResourceOptions(parent=owner, depends_on=[*server.ready, credentials])
+    bucket = Bucket("bucket", BucketArgs(
+        endpoint=cfg.rustfs_endpoint, bucket=cfg.bucket, access_key=keys.access_key, secret_key=keys.secret_key,
+        purge=cfg.purge_on_destroy, store=server.store, ca_bundle=cfg.ca_bundle), after_server)
+    uploads = {m.name: ModelUpload(f"model-{m.prefix}", ModelUploadArgs(
+        endpoint=cfg.rustfs_endpoint, bucket=bucket.name, prefix=m.prefix, source=m.source,
+        access_key=keys.access_key, secret_key=keys.secret_key, cache_dir=os.path.join(cfg.state_dir, "hash-cache"),
+        purge=cfg.purge_on_destroy, store=server.store, ca_bundle=cfg.ca_bundle, stack=cfg.stack), after_server)
+        for m in cfg.models}
+    return Store(server, credentials, bucket, uploads)

@@ -1,0 +1,111 @@
+"""HostPlan: one Docker host's part of the stack, children of the stack's root.
+
+    MountRoot, MountCache, the vLLM image -> per model the host serves: its weights' way in (an
+    rclone mount, a copy on the host's disk, or the streamer: nothing) -> its VllmServer
+
+Names carry the host's name (none for the implicit local host: the names stacks had before hosts).
+"""
+from __future__ import annotations
+
+import os
+from typing import Optional
+
+import pulumi
+import pulumi_docker as docker
+
+from components.config.schema import LOCAL_COPY
+from components.config.spec import ModelSpec, StackConfig
+from components.core.target import Keys, Store
+from components.docker.copies import ModelCopy, ModelCopyArgs, copy_root
+from components.docker.mounts import (MountCache, MountCacheArgs, MountRoot, MountRootArgs, RcloneMount,
+                                      RcloneMountArgs, keeper_name, remote_name)
+from components.hosts.types import Host
+from components.serving import streamer
+from components.serving.vllm import VllmServer, VllmServerArgs
+
+
+class HostPlan:
+    def __init__(self, owner: pulumi.Resource, host: Host, cfg: StackConfig, store: Store, keys: Keys) -> None:
+        self.owner, self.host, self.cfg, self.store, self.keys = owner, host, cfg, store, keys
+        p = host.prefix
+        host.setup(owner)
+        after_bucket: list[pulumi.Resource] = [store.bucket, *host.after]
+        # The root is made only once the storage answers with our keys: a failed up leaves no mount.
+        self.mount_root = MountRoot(f"{p}mount-root", MountRootArgs(path=host.spec.mount_path, host=host),
+                                    pulumi.ResourceOptions(parent=owner, depends_on=after_bucket))
+        # Deleted after every mount (they depend on it): destroy then purges or reports the cache.
+        self.cache = MountCache(f"{p}mount-cache", MountCacheArgs(
+            path=host.spec.mount_cache_dir, host=host, purge=cfg.purge_on_destroy),
+            pulumi.ResourceOptions(parent=owner, depends_on=after_bucket))
+        # One image resource per host for all its models: pulled by `up` when missing, kept on destroy.
+        self.on_docker = host.docker(owner)
+        self.image = docker.RemoteImage(f"{p}vllm-image", docker.RemoteImageArgs(
+            name=host.spec.vllm_image, keep_locally=True), self.on_docker)
+        self.servers: dict[str, VllmServer] = {}
+        self.copies: dict[str, ModelCopy] = {}
+        for m in cfg.models_on(host.name):
+            self.servers[m.name] = self._model(m)
+
+    def _model(self, m: ModelSpec) -> VllmServer:
+        """``m``'s way in and its server on this host."""
+        if m.load_format == streamer.LOAD_FORMAT:   # read from the bucket: no mount, after its upload
+            pulumi.log.info(f"models[{m.name}] on {self.host.name}: weights streamed from "
+                            f"{streamer.model_url(self.cfg.bucket, m.prefix)} by the Run:ai Model Streamer "
+                            "(loadFormat runai_streamer; no mount)")
+            return self._server(m, [self.store.uploads[m.name]], streamed=True)
+        if m.load_format == LOCAL_COPY:   # copied to the host's disk once per revision; vLLM reads it there
+            copy = self.copies[m.name] = self._copy(m)
+            return self._server(m, [copy], copy=copy)
+        return self._server(m, [self.mount_root, self._mount(m)])
+
+    def _copy(self, m: ModelSpec) -> ModelCopy:
+        host, cfg, upload = self.host, self.cfg, self.store.uploads[m.name]
+        if not m.load_format_given and host.marker_file(m.prefix) and os.path.exists(host.marker_file(m.prefix)):
+            pulumi.log.warn(f"models[{m.name}] on {host.name}: loadFormat now defaults to local_copy (vLLM reads "
+                            "a copy on the host's disk: starts at local-disk speed, docs/PERFORMANCE.md section "
+                            "14); this update replaces the model's rclone mount with that copy and its container "
+                            "once. To keep the mount, set the model's loadFormat: mount")
+        pulumi.log.info(f"models[{m.name}] on {host.name}: weights read from the host's copy of revision "
+                        f"{upload.revision_digest} in {copy_root(host.spec.mount_cache_dir, m.prefix)} "
+                        "(loadFormat local_copy; copied from the bucket when that revision is not there yet)")
+        return ModelCopy(f"{host.prefix}copy-{m.prefix}", ModelCopyArgs(
+            remote=remote_name(cfg.name_prefix), endpoint=host.spec.s3_endpoint, bucket=self.store.bucket.name,
+            prefix=m.prefix, access_key=self.keys.access_key, secret_key=self.keys.secret_key,
+            root=copy_root(host.spec.mount_cache_dir, m.prefix), manifest=upload.manifest,
+            revision=upload.revision, revision_digest=upload.revision_digest, host=host,
+            flags=cfg.copy_flags, ca_bundle=cfg.ca_bundle, purge=cfg.purge_on_destroy),
+            pulumi.ResourceOptions(parent=self.owner, depends_on=[self.cache]))
+
+    def _mount(self, m: ModelSpec) -> RcloneMount:
+        host, cfg, upload = self.host, self.cfg, self.store.uploads[m.name]
+        return RcloneMount(f"{host.prefix}mount-{m.prefix}", RcloneMountArgs(
+            remote=remote_name(cfg.name_prefix), endpoint=host.spec.s3_endpoint, bucket=self.store.bucket.name,
+            prefix=m.prefix, access_key=self.keys.access_key, secret_key=self.keys.secret_key,
+            root=host.spec.mount_path, cache_dir=os.path.join(host.spec.mount_cache_dir, m.prefix),
+            flags=cfg.mount_flags, manifest=upload.manifest, revision=upload.revision, ca_bundle=cfg.ca_bundle,
+            host=host, keeper_image=host.spec.vllm_image, keeper_name=keeper_name(cfg.name_prefix, m.prefix),
+            stack=cfg.stack),
+            pulumi.ResourceOptions(parent=self.owner, depends_on=[self.mount_root, self.cache, self.image]))
+
+    def _server(self, m: ModelSpec, after: list[pulumi.Resource], streamed: bool = False,
+                copy: Optional[ModelCopy] = None) -> VllmServer:
+        """The model's vLLM container on this host, reading its mount or copy (or streaming from the
+        bucket, given the keys); GPUs from the model, the host or the stack."""
+        host, cfg = self.host, self.cfg
+        gpus = m.gpus if m.gpus is not None else host.spec.gpus if host.spec.gpus is not None else cfg.vllm_gpus
+        stream = dict(load_format=m.load_format, s3_endpoint=host.spec.s3_endpoint, access_key=self.keys.access_key,
+                      secret_key=self.keys.secret_key, ca_bundle=cfg.ca_bundle) if streamed else {}
+        return VllmServer(f"{host.prefix}vllm-{m.prefix}", VllmServerArgs(
+            stack=cfg.stack, container_name=f"{cfg.name_prefix}-vllm-{m.prefix.lower()}", image_id=self.image.image_id,
+            model_dir=streamer.model_url(cfg.bucket, m.prefix) if streamed else f"/models/{m.prefix}",
+            served_name=m.name, dtype=m.dtype, max_model_len=m.max_model_len,
+            port=m.port, mount_path=host.spec.mount_path, revision=self.store.uploads[m.name].revision,
+            bind_address=host.spec.bind_address, gpu_memory_utilization=m.gpu_memory_utilization,
+            kv_cache_space_gib=m.kv_cache_space_gib, extra_args=m.extra_args, env={**cfg.vllm_env, **m.env},
+            api_key=pulumi.Output.secret(cfg.vllm_api_key), has_api_key=bool(cfg.vllm_api_key),
+            shm_size=cfg.vllm_shm_size, gpus=gpus, restart=cfg.vllm_restart, ready_timeout=cfg.vllm_ready_timeout,
+            compile_cache=cfg.vllm_compile_cache,
+            **host.readiness(), **stream,
+            **({"weights_dir": copy.path, "copy_generation": copy.generation} if copy else {})),
+            pulumi.ResourceOptions(parent=self.owner, depends_on=after,
+                                   providers=[self.on_docker.provider] if self.on_docker.provider else None))

@@ -1,0 +1,96 @@
+"""DockerTarget: the stack on Docker hosts (this machine, or hosts reached over SSH).
+
+    S3Server (a container here, or external) -> [core: check, bucket, uploads] -> per host:
+    MountRoot, MountCache, vLLM image -> per model on that host: RcloneMount (or ModelCopy, or
+    nothing with the streamer) -> VllmServer -> [core: smoke completion]; a Balancer per model
+    with a ``balancerPort``, over its hosts, once every server of those models answers.
+
+A host is this machine (local commands, the local Docker socket) or a remote one: then its Docker
+is a pulumi-docker provider over ``ssh://``, its mounts are pulumi-command ``remote.Command``s,
+and HostTools puts the mount script there first. Every name of a host's resources starts with
+the host's name, except the implicit local host's (a stack without ``hosts`` keeps its URNs).
+
+Each model's chain is its own: adding, removing or changing one model replaces only that model's
+resources. Readiness and ordering are ``depends_on`` edges, not values threaded into inputs, so
+replacing the server container never replaces the bucket or an upload, and re-mounting a model
+never replaces its container.
+"""
+from __future__ import annotations
+
+from typing import Any, Optional
+
+import pulumi
+
+from components.config.spec import StackConfig
+from components.core.target import Keys, S3Side, Served, Store, Target
+from components.docker import preflight
+from components.docker.balancer import Balancer, BalancerArgs, Route
+from components.docker.host_plan import HostPlan
+from components.docker.outputs import hosts_outputs, one_host_outputs
+from components.docker.s3_server import S3Server, S3ServerArgs
+from components.hosts.types import Host, hosts_of
+
+
+class DockerTarget(Target):
+    name = "docker"
+    component_type = "rustfs-vllm:index:ServingStack"
+
+    def __init__(self, cfg: StackConfig, hosts: Optional[list[Host]] = None) -> None:
+        super().__init__(cfg)
+        # one list (and one write of the SSH files) for preflight and the stack
+        self.hosts: list[Host] = hosts if hosts is not None else hosts_of(cfg)
+        self.on_host: dict[str, HostPlan] = {}
+        self.balancer: Optional[Balancer] = None
+
+    @classmethod
+    def accepts(cls, cfg: StackConfig) -> bool:
+        return cfg.kube is None
+
+    def preflight(self) -> list[str]:
+        """Ports, images, FUSE, TLS, SSH, GPUs, names: what `up` would fail on once started."""
+        return preflight.check(self.cfg, preflight.Machines(self.cfg, self.hosts))
+
+    def s3_server(self, owner: pulumi.ComponentResource, keys: Keys) -> S3Side:
+        cfg = self.cfg
+        server = S3Server("s3", S3ServerArgs(
+            kind=cfg.s3_server, stack=cfg.stack, name_prefix=cfg.name_prefix, image=cfg.rustfs_image,
+            endpoint=cfg.rustfs_endpoint, port=cfg.rustfs_port, console_port=cfg.rustfs_console_port,
+            console_enable=cfg.rustfs_console_enable, volume=cfg.rustfs_volume, bind_address=cfg.bind_address,
+            access_key=keys.access_key, secret_key=keys.secret_key), pulumi.ResourceOptions(parent=owner))
+        # where the objects live: a new volume or server kind behind the same endpoint is another store
+        store = f"external {cfg.rustfs_endpoint}" if cfg.s3_server == "external" else \
+            f"{cfg.s3_server} volume {cfg.rustfs_volume}"
+        return S3Side(component=server, ready=list(server.ready),
+                      instance=server.container.id if server.container else "external",
+                      endpoint=server.endpoint, kind=server.kind, store=store)
+
+    def serve(self, owner: pulumi.ComponentResource, store: Store, keys: Keys) -> list[Served]:
+        served: list[Served] = []
+        for host in self.hosts:
+            plan = self.on_host[host.name] = HostPlan(owner, host, self.cfg, store, keys)
+            served += [Served(model=name, place=None if host.spec.implicit else host.name, name_prefix=host.prefix,
+                              base_url=server.base_url, instance=server.container_id, ready=[server.ready])
+                       for name, server in plan.servers.items()]
+        self.balancer = self._entry_points(owner)
+        return served
+
+    def _entry_points(self, owner: pulumi.ComponentResource) -> Optional[Balancer]:
+        """One entry point per model that asks for one (balancerPort), over that model's hosts."""
+        cfg = self.cfg
+        routes = [Route(model=m.name, port=m.balancer_port,
+                        upstreams=[f"{h.address}:{m.port}" for h in cfg.hosts if h.name in m.hosts])
+                  for m in cfg.models if m.balancer_port]
+        if not routes:
+            return None
+        ready = [self.on_host[h].servers[m.name].ready for m in cfg.models if m.balancer_port for h in m.hosts]
+        return Balancer("balancer", BalancerArgs(
+            stack=cfg.stack, container_name=f"{cfg.name_prefix}-balancer", image=cfg.balancer_image,
+            bind_address=cfg.bind_address, routes=routes),
+            pulumi.ResourceOptions(parent=owner, depends_on=ready))
+
+    def outputs(self, store: Store) -> dict[str, Any]:
+        first = self.on_host[self.cfg.hosts[0].name]
+        out: dict[str, Any] = {"mount_path": first.mount_root.path}
+        if self.cfg.hosts[0].implicit:
+            return {**out, **one_host_outputs(self.cfg, store, first)}
+        return {**out, **hosts_outputs(self.cfg, store, self.on_host, self.balancer)}
