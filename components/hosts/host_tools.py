@@ -31,7 +31,10 @@ from components.paths import SCRIPTS
 TOOLS = {"rclone-mount": os.path.join(SCRIPTS, "rclone-mount"), "mount_tool.py": os.path.abspath(mount_tool.__file__),
          # mount_tool's copy-* actions (loadFormat local_copy) load it from beside itself
          "copy_tool.py": os.path.join(os.path.dirname(os.path.abspath(mount_tool.__file__)), "copy_tool.py"),
-         "keeper_tool.py": os.path.join(os.path.dirname(os.path.abspath(mount_tool.__file__)), "keeper_tool.py")}
+         "keeper_tool.py": os.path.join(os.path.dirname(os.path.abspath(mount_tool.__file__)), "keeper_tool.py"),
+         # mount_tool's parts (one job each: mount table, supervisor, hints, mount root, ...) load from beside it
+         **{f"{part}.py": os.path.join(os.path.dirname(os.path.abspath(mount_tool.__file__)), f"{part}.py")
+            for part in mount_tool.PARTS}}
 CA_FILE = "ca.pem"
 
 

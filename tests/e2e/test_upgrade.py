@@ -6,6 +6,7 @@ new code tears everything down. Real engine, real containers, our vLLM image ser
 from __future__ import annotations
 
 import json
+import re
 import secrets
 import shutil
 import subprocess
@@ -70,15 +71,17 @@ def upload_outputs(stack: Stack) -> dict:
                 if r["urn"].endswith(f"::model-{PREFIX}-objects"))
 
 
-def test_a_stack_made_by_the_previous_main_previews_and_ups_with_no_changes(tmp_path):
+def deployed_by(rev: str, tmp_path: Path, **model: object) -> tuple[Stack, Path, str, int]:
+    """A stack configured (not yet deployed) in ``tmp_path/app`` with the project's files at ``rev``:
+    (stack, app folder, namePrefix, the model's port)."""
     try:
-        subprocess.run(["git", "cat-file", "-e", f"{UPGRADE_FROM}^{{commit}}"], cwd=ROOT, check=True)
+        subprocess.run(["git", "cat-file", "-e", f"{rev}^{{commit}}"], cwd=ROOT, check=True)
     except subprocess.CalledProcessError:
-        pytest.skip(f"this checkout's history lacks {UPGRADE_FROM}")
+        pytest.skip(f"this checkout's history lacks {rev}")
     app = tmp_path / "app"
-    checkout(UPGRADE_FROM, app)
-    model = tmp_path / "model"
-    shutil.copytree(MODEL, model, ignore=shutil.ignore_patterns(".complete"))
+    checkout(rev, app)
+    src = tmp_path / "model"
+    shutil.copytree(MODEL, src, ignore=shutil.ignore_patterns(".complete"))
     stack = Stack(app, f"upg-{secrets.token_hex(3)}")
     stack.env.update(PYTHONPATH=str(app), RUSTFS_VLLM_ROOT=str(app))   # the program in app/, not this checkout
     stack.init()
@@ -88,10 +91,15 @@ def test_a_stack_made_by_the_previous_main_previews_and_ups_with_no_changes(tmp_
         "rustfsPort": str(free_port()), "bindAddress": "127.0.0.1", "bucket": "upg-models",
         "mountPath": f"/mnt/{prefix}", "mountCacheDir": str(tmp_path / "rclone-cache"), "vllmImage": VLLM_IMAGE,
         "vllmReadyTimeout": 600,
-        "models": [{"name": "smollm2", "source": str(model), "prefix": PREFIX, "port": port,
-                    "maxModelLen": 512, "kvCacheSpaceGib": 1, "extraArgs": ["--enforce-eager"]}]})
+        "models": [{"name": "smollm2", "source": str(src), "prefix": PREFIX, "port": port,
+                    "maxModelLen": 512, "kvCacheSpaceGib": 1, "extraArgs": ["--enforce-eager"], **model}]})
     stack.set("rustfsAccessKey", f"upg-access-{secrets.token_hex(6)}", secret=True)
     stack.set("rustfsSecretKey", secrets.token_urlsafe(18), secret=True)
+    return stack, app, prefix, port
+
+
+def test_a_stack_made_by_the_previous_main_previews_and_ups_with_no_changes(tmp_path):
+    stack, app, prefix, port = deployed_by(UPGRADE_FROM, tmp_path)
     try:
         stack.run("up", "--yes", "--skip-preview", label="up_old")
         before = stack.outputs()
@@ -123,5 +131,31 @@ def test_a_stack_made_by_the_previous_main_previews_and_ups_with_no_changes(tmp_
         assert docker.from_env().containers.list(all=True, filters={"label": f"rustfs-vllm.stack={stack.name}"}) == []
         assert f" /mnt/{prefix}" not in Path("/proc/mounts").read_text()
         assert not Path(f"/mnt/{prefix}").exists()
+    finally:
+        stack.teardown(f"{prefix}-data")
+
+
+# main before issue 30 (the target-neutral core, the Docker target's resources in components/docker):
+# a refactor, so a stack it deployed previews with no change at all, with either read path
+BEFORE_CORE = "4412807"
+
+
+@pytest.mark.parametrize("load_format", ["local_copy", "mount"])
+def test_a_stack_made_before_the_core_previews_and_ups_with_no_change(tmp_path, load_format):
+    stack, app, prefix, port = deployed_by(BEFORE_CORE, tmp_path, loadFormat=load_format)
+    try:
+        stack.run("up", "--yes", "--skip-preview", label="up_old")
+        before = stack.outputs()
+        checkout(None, app)
+        assert (app / "components" / "core" / "plan.py").exists(), "the new code is in place"
+        assert changes(stack) == []                                    # preview: every resource the same
+        out = stack.run("up", "--yes", "--skip-preview", label="up_new").stdout
+        assert re.search(r"Resources:\s+\d+ unchanged\s+Duration", out), out[-2000:]     # nothing else
+        assert stack.outputs() == before
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/v1/models", timeout=10) as r:
+            assert "smollm2" in r.read().decode()
+        stack.run("destroy", "--yes", "--skip-preview", label="destroy_new")
+        assert docker.from_env().containers.list(all=True, filters={"label": f"rustfs-vllm.stack={stack.name}"}) == []
+        assert f" /mnt/{prefix}" not in Path("/proc/mounts").read_text()
     finally:
         stack.teardown(f"{prefix}-data")
