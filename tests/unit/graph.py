@@ -122,3 +122,22 @@ def build(cfg, stack: str = "dev") -> Graph:
     g = Graph(monitor.registered)
     g.stack = holder["stack"]  # type: ignore[attr-defined]
     return g
+
+
+def config_from_file(stack: str, tmp_path, mount_path: str, keys: tuple[str, str] = ("urn-test-access-key-0001",
+                     "urn-test-secret-0001"), **model: Any):
+    """The stack's Pulumi.<stack>.yaml config (plain keys; test keys where it has none), its first
+    model read from a small model made in ``tmp_path`` with ``model``'s fields, at ``mount_path``."""
+    import yaml
+
+    from components import config
+    from tests.helpers import ROOT, make_model
+
+    raw = {k.split(":", 1)[1]: v for k, v in yaml.safe_load((ROOT / f"Pulumi.{stack}.yaml").read_text())["config"].items()
+           if not isinstance(v, dict)}
+    raw.setdefault("rustfsAccessKey", keys[0])
+    raw.setdefault("rustfsSecretKey", keys[1])
+    make_model(tmp_path / "m")
+    raw["models"][0].update(source=str(tmp_path / "m"), **model)
+    raw["mountPath"] = mount_path
+    return config.load(raw, stack, str(ROOT))

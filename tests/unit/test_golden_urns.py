@@ -13,11 +13,10 @@ import os
 import re
 
 import pytest
-import yaml
 
 from components import config
-from tests.helpers import ROOT, make_model
-from tests.unit.graph import build, unwrap
+from tests.helpers import ROOT
+from tests.unit.graph import build, config_from_file, unwrap
 from tests.unit.test_hosts import load as load_hosts, raw_two_hosts
 from tests.unit.test_kube import raw as raw_kube
 
@@ -25,15 +24,8 @@ GOLDEN = ROOT / "tests" / "unit" / "golden"
 
 
 def from_file(stack: str, tmp_path, **over) -> config.StackConfig:
-    raw = {k.split(":", 1)[1]: v for k, v in yaml.safe_load((ROOT / f"Pulumi.{stack}.yaml").read_text())["config"].items()
-           if not isinstance(v, dict)}
-    raw.setdefault("rustfsAccessKey", "golden-access-key-0001")
-    raw.setdefault("rustfsSecretKey", "golden-secret-0001")
-    make_model(tmp_path / "m")
-    raw["models"][0]["source"] = str(tmp_path / "m")
-    raw["models"][0].update(over)
-    raw["mountPath"] = "/nonexistent-golden/mnt"
-    return config.load(raw, stack, str(ROOT))
+    return config_from_file(stack, tmp_path, "/nonexistent-golden/mnt",
+                            keys=("golden-access-key-0001", "golden-secret-0001"), **over)
 
 
 def with_state(cfg: config.StackConfig, tmp_path) -> config.StackConfig:

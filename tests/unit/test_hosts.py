@@ -8,11 +8,10 @@ import os
 import re
 
 import pytest
-import yaml
 
 from components import config
 from tests.helpers import ROOT, make_model
-from tests.unit.graph import build, unwrap
+from tests.unit.graph import build, config_from_file, unwrap
 from tests.unit.probes import load_and_check
 
 KEY = "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAAtest0001\n-----END OPENSSH PRIVATE KEY-----\n"
@@ -55,16 +54,8 @@ def multi(tmp_path, monkeypatch):
 
 # --------------------------------------------------------------------------- no hosts: as before
 def before_hosts_graph(stack: str, tmp_path, load_format: str = "") -> dict[str, dict]:
-    raw = {k.split(":", 1)[1]: v for k, v in yaml.safe_load((ROOT / f"Pulumi.{stack}.yaml").read_text())["config"].items()
-           if not isinstance(v, dict)}
-    raw.setdefault("rustfsAccessKey", "urn-test-access-key-0001")
-    raw.setdefault("rustfsSecretKey", "urn-test-secret-0001")
-    make_model(tmp_path / "m")
-    raw["models"][0]["source"] = str(tmp_path / "m")
-    if load_format:
-        raw["models"][0]["loadFormat"] = load_format
-    raw["mountPath"] = "/nonexistent-urn-test/mnt"
-    g = build(config.load(raw, stack, str(ROOT)), stack=stack)
+    cfg = config_from_file(stack, tmp_path, "/nonexistent-urn-test/mnt", **({"loadFormat": load_format} if load_format else {}))
+    g = build(cfg, stack=stack)
     text = json.dumps({r.urn: unwrap(r.inputs) for r in g.resources}, sort_keys=True, default=str)
     return json.loads(text.replace(str(tmp_path), "<tmp>").replace(str(ROOT), "<root>"))
 
