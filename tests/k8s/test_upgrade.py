@@ -1,0 +1,58 @@
+"""An upgrade on the real test cluster (issue 30): a stack deployed by the main before the
+target-neutral core (tests/e2e/test_upgrade.BEFORE_CORE), then the current code in the same folder:
+preview shows no change at all, `up` changes nothing and the model still answers through its Service,
+destroy with the new code tears down what the old one made."""
+from __future__ import annotations
+
+import re
+import secrets
+import shutil
+
+import pytest
+
+from tests.e2e.test_upgrade import BEFORE_CORE, checkout
+from tests.k8s.cluster import NODES, kget, kubectl
+from tests.k8s.test_cluster import (MODEL, RUSTFS_IMAGE, STANDIN_IMAGE, VLLM_IMAGE, changes, cluster,  # noqa: F401
+                                    image_present, served, smollm2)
+from tests.pulumi_cli import Stack
+
+PORT, S3_PORT = (32000 + 2 * secrets.randbelow(300) + i for i in range(2))
+
+
+def test_a_cluster_stack_made_before_the_core_previews_and_ups_with_no_change(cluster, tmp_path):  # noqa: F811
+    if not MODEL.joinpath("model.safetensors").exists():
+        pytest.skip("scripts/build-smollm2-model has not run (scripts/test-k8s runs it)")
+    app = tmp_path / "app"
+    checkout(BEFORE_CORE, app)
+    model = tmp_path / "model"
+    shutil.copytree(MODEL, model, ignore=shutil.ignore_patterns(".complete"))
+    stack = Stack(app, f"k8u-{secrets.token_hex(3)}")
+    stack.env.update(PYTHONPATH=str(app), RUSTFS_VLLM_ROOT=str(app))   # the program in app/, not this checkout
+    stack.init()
+    ns = f"rvllm-{stack.name}"
+    server = "rustfs" if image_present(RUSTFS_IMAGE) else "rclone-serve-s3"
+    stack.write_config({
+        "target": "kubernetes", "environment": "test", "kubeNodeAddress": NODES["a"], "kubeS3NodePort": S3_PORT,
+        "s3Server": server, "rustfsImage": RUSTFS_IMAGE if server == "rustfs" else STANDIN_IMAGE,
+        "kubeStorageClass": "rustfs-vllm-local", "rustfsStorageSize": "10Gi", "bucket": "k8u-models",
+        "vllmImage": VLLM_IMAGE, "vllmReadyTimeout": 900, "mountCacheDir": f"/mnt/{ns}-cache",
+        "models": [smollm2(source=str(model), port=PORT)]})
+    stack.set("kubeconfig", cluster, secret=True)
+    stack.set("rustfsAccessKey", f"k8u-access-{secrets.token_hex(6)}", secret=True)
+    stack.set("rustfsSecretKey", secrets.token_urlsafe(18), secret=True)
+    try:
+        stack.run("up", "--yes", "--skip-preview", label="k8s_up_old", timeout=2400)
+        before = stack.outputs()
+        checkout(None, app)
+        assert (app / "components" / "core" / "plan.py").exists(), "the new code is in place"
+        assert changes(stack) == {}                                    # every resource the same
+        out = stack.run("up", "--yes", "--skip-preview", label="k8s_up_new", timeout=1200).stdout
+        assert re.search(r"Resources:\s+\d+ unchanged\s+Duration", out), out[-2000:]
+        assert stack.outputs() == before
+        served(f"http://{NODES['a']}:{PORT}/v1", "smollm2", count=4)
+        stack.run("destroy", "--yes", "--skip-preview", label="k8s_destroy_new", timeout=1200)
+        assert kget("deployments", "-n", ns)["items"] == []
+    finally:
+        stack.run("destroy", "--yes", "--skip-preview", check=False, timeout=1200)
+        stack.run("stack", "rm", "--yes", "--force", check=False)
+        kubectl("delete", "namespace", ns, "--wait=false", check=False)   # destroy keeps it (and the claim)
