@@ -2,7 +2,7 @@
 ctr import).
 
 load-image IMAGE...: `docker push` to the registry (gzip-compressed layers, once; skipped when the registry
-holds this image ID), then each node's containerd pulls it (skipped when it has that manifest) as
+holds this image ID), then each node's containerd pulls it (skipped when it has that manifest unpacked) as
 docker.io/<name> (the name a pod's `image: <name>` resolves to) and drops the compressed layers once unpacked:
 what the CRI does with discard_unpacked_layers = true (containerd.toml), done by hand for `ctr pull`: the
 manifest's containerd.io/gc.ref.content.l.* labels are removed and a synchronous garbage collection deletes the
@@ -60,6 +60,38 @@ def layer_labels(content_ls: str, manifest: str) -> list[str]:
                 if re.match(r"containerd.io/gc.ref.content.l\.", label):
                     labels.append(label.split("=", 1)[0] + "=" if "=" in label else label)
     return labels
+
+
+def unpacked(content_ls: str, manifest: str) -> bool:
+    """Whether the image whose manifest is MANIFEST is unpacked: its config blob carries the
+    containerd.io/gc.ref.snapshot.<snapshotter> label the unpack writes. A pull that fetched the layers
+    but failed to unpack them (a full disk) leaves the image listed without it."""
+    rows = {w[0]: w[-1] for w in (r.split() for r in content_ls.split("\n")) if len(w) >= 3}
+    config = re.search(r"containerd\.io/gc\.ref\.content\.config=(sha256:[0-9a-f]+)", rows.get(manifest, ""))
+    return bool(config) and "containerd.io/gc.ref.snapshot." in rows.get(config.group(1), "")
+
+
+def node_has(c: Config, n: str, ref: str, want: str) -> bool:
+    """Node N holds REF at manifest WANT, unpacked."""
+    manifest = field(sh.out(node_ctr(c, n, "images", "ls", f"name=={ref}")), 2, 3)
+    return manifest == want and unpacked(sh.out(node_ctr(c, n, "content", "ls")), manifest)
+
+
+def free_bytes(path: str) -> int:
+    st = os.statvfs(path)
+    return st.f_bavail * st.f_frsize
+
+
+def check_room(c: Config, image: str, nodes: list[str]) -> None:
+    """Refuse, in one line, a pull the disk cannot hold: each node keeps the image unpacked and, while it
+    unpacks, its compressed layers too (about the image's size plus half of it, per node)."""
+    size = int(sh.out(["docker", "image", "inspect", "-f", "{{.Size}}", image]) or 0)
+    need, free = len(nodes) * size * 3 // 2, free_bytes(c.state)
+    if need > free:
+        gb = 1e9
+        die(f"{image} needs about {need / gb:.1f} GB free under {c.state} to unpack on node(s) "
+            f"{' '.join(nodes)} ({size / gb:.1f} GB each, plus its compressed layers while it unpacks); "
+            f"{free / gb:.1f} GB is free: free space there, then run load-image again")
 
 
 def node_disk(c: Config, n: str) -> str:
@@ -131,15 +163,20 @@ def _load_one(c: Config, image: str, nodes: list[str]) -> None:
     else:
         want, pushed = _push(c, image, repo, tag, t0)
     threads, failed = [], []
-    for n in nodes:
-        if field(sh.out(node_ctr(c, n, "images", "ls", f"name==docker.io/{repo}:{tag}")), 2, 3) == want:
-            note(f"node {n}: has it")
-            continue
+    missing = [n for n in nodes if not node_has(c, n, f"docker.io/{repo}:{tag}", want)]
+    for n in sorted(set(nodes) - set(missing)):
+        note(f"node {n}: has it")
+    if missing:
+        check_room(c, image, missing)
+    for n in missing:
         threads.append(_pull_in_background(c, n, f"docker.io/{repo}:{tag}", failed))
     for thread in threads:
         thread.join()
     if failed:
-        die(f"a node's pull failed (logs: {c.log_dir}/k8s-<node>-pull.log)")
+        full = any("no space left on device" in tail(c.log(f"{n}-pull"), 5) for n in failed)
+        die(f"node(s) {' '.join(sorted(failed))}: the pull of {image} failed"
+            + (f": no space left on device ({free_bytes(c.state) / 1e9:.1f} GB free under {c.state}); free space "
+               "there, then run load-image again" if full else f" (logs: {c.log_dir}/k8s-<node>-pull.log)"))
     note(f"done in {elapsed(t0)} s")
 
 

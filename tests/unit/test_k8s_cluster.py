@@ -27,7 +27,7 @@ from k8s_cluster import shell as sh  # noqa: E402
 from k8s_cluster.cgroups import cgroup_dirs  # noqa: E402
 from k8s_cluster.control_plane import args_of, port_of  # noqa: E402
 from k8s_cluster.fsutil import put  # noqa: E402
-from k8s_cluster.images import field, layer_labels, read2  # noqa: E402
+from k8s_cluster.images import field, layer_labels, read2, unpacked  # noqa: E402
 from k8s_cluster.node import _unstopped, node_object  # noqa: E402
 from k8s_cluster.output import Die, tail  # noqa: E402
 from k8s_cluster.registry import registry_config, repo_of  # noqa: E402
@@ -452,6 +452,22 @@ def test_pause_image_archive(tmp_path):
     assert cfg_json["rootfs"]["diff_ids"] == ["sha256:" + entry["Layers"][0].split("/")[0]]
     os.utime(out, ns=(1, 1))
     assert node_files.pause_tar(c) == out and os.stat(out).st_mtime_ns == 1     # made once
+
+
+def test_an_image_counts_as_loaded_only_once_unpacked():
+    """As `ctr content ls` printed it on node a after a pull whose unpack hit a full disk (config without the
+    snapshot label), and for an image unpacked and stripped of its layers."""
+    ls = ("DIGEST SIZE AGE LABELS\n"
+          "sha256:m1 2.626kB 3 hours containerd.io/gc.ref.content.l.0=sha256:l0,containerd.io/gc.ref.content.config="
+          "sha256:c1,containerd.io/distribution.source.docker.io=rustfs-vllm/vllm-openai-cpu\n"
+          "sha256:c1 6.039kB 3 hours containerd.io/distribution.source.docker.io=rustfs-vllm/vllm-openai-cpu\n"
+          "sha256:l0 3.359GB 3 hours containerd.io/distribution.source.docker.io=rustfs-vllm/vllm-openai-cpu\n"
+          "sha256:m2 951B 1 hour containerd.io/gc.ref.content.config=sha256:c2\n"
+          "sha256:c2 2.676kB 1 hour containerd.io/gc.ref.snapshot.overlayfs=sha256:24b3,"
+          "containerd.io/distribution.source.docker.io=rustfs-vllm/rclone-mount\n")
+    assert not unpacked(ls, "sha256:m1"), "fetched, not unpacked"
+    assert unpacked(ls, "sha256:m2")
+    assert not unpacked(ls, "sha256:absent") and not unpacked("", "sha256:m2")
 
 
 def test_ctr_and_kubectl_output_parsers():
