@@ -17,6 +17,10 @@ from .fsutil import nonempty, put, rm_rf
 
 NODE_FOLDERS = ("containerd", "containerd-state", "kubelet", "kubelet-pki", "cni-conf", "cni-state", "pods",
                 "containers", "cg", "mnt")
+# The nodes' disk is this machine's, shared with everything else on it (seen: 252 GB in all, 7-28 GB free):
+# a share of it ("5%": 12.6 GB) put both nodes under disk pressure while the vLLM image unpacked with
+# 11% free, and the kubelet evicted every vLLM pod. An absolute floor keeps the nodes working down to it.
+EVICT_BELOW = "2Gi"
 TAR_FLAGS = ("--owner=0", "--group=0", "--numeric-owner", "--mtime=@0")
 
 
@@ -87,7 +91,7 @@ resolvConf: {d}/resolv.conf
 podLogsDir: /var/log/pods
 registerNode: true
 serializeImagePulls: false
-evictionHard: {{memory.available: "100Mi", nodefs.available: "5%", imagefs.available: "5%"}}
+evictionHard: {{memory.available: "100Mi", nodefs.available: "{EVICT_BELOW}", imagefs.available: "{EVICT_BELOW}"}}
 imageGCHighThresholdPercent: 99
 imageGCLowThresholdPercent: 98
 """

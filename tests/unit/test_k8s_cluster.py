@@ -385,7 +385,7 @@ def test_node_files(tmp_path):
     kubelet = read(f"{d}/kubelet-config.yaml")
     for line in (f"  x509: {{clientCAFile: {c.pki}/ca.crt}}", "cgroupDriver: cgroupfs", "cgroupRoot: /rvk8s-b",
                  "podCIDR: 10.233.2.0/24", "address: 10.232.0.12", f"resolvConf: {d}/resolv.conf",
-                 'evictionHard: {memory.available: "100Mi", nodefs.available: "5%", imagefs.available: "5%"}'):
+                 'evictionHard: {memory.available: "100Mi", nodefs.available: "2Gi", imagefs.available: "2Gi"}'):
         assert line + "\n" in kubelet
     assert json.loads(read(f"{d}/cni-conf/10-rvk8s.conflist")) == {
         "cniVersion": "0.4.0", "name": "rvk8s", "plugins": [
