@@ -179,3 +179,14 @@ def kill_mount_keeper(mount_point: str) -> None:
     for c in client.containers.list(all=True, filters={"label": f"rustfs-vllm.mount={os.path.realpath(mount_point)}"}):
         c.remove(force=True)
     subprocess.run(["pkill", "-9", "-f", f"rustfs-vllm-mount-supervisor {mount_point} "], check=False)
+
+
+def s3_answer(call) -> str:
+    """"OK", or the S3 error code a call got (AccessDenied, InvalidAccessKeyId, ...)."""
+    from components.storage import s3
+
+    try:
+        call()
+        return "OK"
+    except Exception as exc:  # noqa: BLE001 - the server's answer is what is compared
+        return s3.error_code(exc) or type(exc).__name__

@@ -109,6 +109,11 @@ def _credentials(r: Reader, v: dict[str, Any]) -> None:
     if v["s3_server"] == "rustfs" and v["rustfs_console_enable"] and v["rustfs_console_port"] == v["rustfs_port"]:
         r.bad("rustfsConsolePort", v["rustfs_console_port"], "a port other than rustfsPort")
     v.update(access_key=access_key, secret_key=secret_key, uses_default_credentials=uses_default)
+    read_keys = r.value("readKeys", "scoped" if v["s3_server"] == "rustfs" else "shared")
+    if read_keys == "scoped" and v["s3_server"] == "rclone-serve-s3":
+        r.bad("readKeys", read_keys, "shared with s3Server rclone-serve-s3 (it has no users or policies to scope a "
+                                     "key with)")
+    v["read_keys"], v["read_keys_given"] = read_keys, "readKeys" in r.raw
 
 
 def _mount(r: Reader, v: dict[str, Any]) -> None:

@@ -21,6 +21,9 @@ NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,40}$")
 SHM_RE = re.compile(r"^[0-9]+(\.[0-9]+)?[kmgKMG]?[bB]?$")
 GPUS_RE = re.compile(r"^(all|[0-9]+(,[0-9]+)*|count=[0-9]+)$")
 S3_SERVERS = ("rustfs", "rclone-serve-s3", "external")
+# Who reads the models with which key: scoped (a read-only key per stack, made through the server's
+# admin API, components/providers/read_key.py) or shared (the root keys, as before).
+READ_KEYS = ("scoped", "shared")
 ENVIRONMENTS = ("dev", "test", "production")
 RESTART_POLICIES = ("no", "always", "on-failure", "unless-stopped")
 DTYPES = ("auto", "float32", "float16", "bfloat16", "half", "float")
@@ -152,6 +155,12 @@ KEYS: tuple[Key, ...] = (
     _secret("rustfsSecretKey", COMPUTED, "a string (set it with --secret)",
             "S3 secret key (set with --secret, 8+ characters). Unset means rustfsadmin, accepted only when "
             "environment=dev."),
+    Key("readKeys", str, COMPUTED, f"one of {', '.join(READ_KEYS)}",
+        "The key serving hosts and pods read the models with. scoped: a RustFS user made by `up` (resource "
+        "ReadKey) whose policy allows only reading this stack's model prefixes; the root keys stay on this "
+        "machine and the S3 server. shared: the root keys (rustfsAccessKey/rustfsSecretKey) on every serving "
+        "host. Default scoped with s3Server rustfs, shared otherwise (rclone-serve-s3 has no users; an "
+        "external server may not give its admin API).", choices=READ_KEYS),
     Key("bucket", str, "vllm-models", "an S3 bucket name",
         "Bucket holding the models, one prefix per model. Created, or adopted if it exists (an adopted bucket "
         "is never deleted)."),

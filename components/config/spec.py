@@ -118,6 +118,8 @@ class StackConfig:
     kube: Optional["KubeSpec"] = None          # target kubernetes: the cluster (None: Docker hosts)
     vllm_compile_cache: bool = False          # vllmCompileCache: a compile-cache volume per model, image, revision
     copy_flags: tuple[str, ...] = ()          # copyFlags: rclone copy flags of local_copy models ([] = defaults)
+    read_keys: str = "shared"                 # readKeys: scoped (a read-only key per stack) or shared (root keys)
+    read_keys_given: bool = True              # False: readKeys from its default (the note on upgrade)
 
     def model(self, name: str) -> ModelSpec:
         return next(m for m in self.models if m.name == name)

@@ -25,7 +25,7 @@ class Plan(pulumi.ComponentResource):
         self.target = target
         keys = Keys(pulumi.Output.secret(cfg.access_key), pulumi.Output.secret(cfg.secret_key))
         self.store: Store = build_store(self, cfg, target.s3_server(self, keys), keys)
-        self.served: list[Served] = target.serve(self, self.store, keys)
+        self.served: list[Served] = target.serve(self, self.store, self.store.read_keys)
         self.smoke: dict[tuple[str, Optional[str]], SmokeTest] = {}
         if cfg.smoke_test:
             for s in self.served:
@@ -43,6 +43,7 @@ class Plan(pulumi.ComponentResource):
         store = self.store
         out: dict[str, Any] = {"s3_server": store.server.kind, "s3_endpoint": store.server.endpoint,
                                "bucket": store.bucket.name, "bucket_adopted": store.bucket.adopted,
+                               "read_keys": store.read_keys_note,
                                **self.target.outputs(store)}
         if self.cfg.smoke_test:
             out["smoke_completions"] = self.smoke_completions()

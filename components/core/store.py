@@ -1,12 +1,18 @@
 """Store: where the weights live, built the same way for every target.
 
     S3 server (the target's) -> credential check -> Bucket -> per model: ModelUpload (its revision)
+                                                 `-> ReadKey -> ReadGrant (readKeys scoped): what the serving side reads with
 
 The credential check proves from this machine, once the server answers, that the configured keys
 work and RustFS's default keys do not (a RustFS that never got its keys runs on them and still
 answers health checks). It is a child of the target's server component, and a new server instance
 (container, StatefulSet) runs it again. ``ready`` is the server and the check: the bucket and the
 uploads order themselves after it with ``depends_on``; no value of it flows into their inputs.
+
+The root keys go only to what runs here (the check, the bucket, the uploads, the read key's admin
+calls) and to the server itself. What serving hosts and pods read with is ``Store.read_keys``: the
+stack's read key (readKeys scoped: a RustFS user allowed only to read the stack's model prefixes), or
+the root keys (readKeys shared).
 """
 from __future__ import annotations
 
@@ -19,6 +25,9 @@ from components.core.bucket import Bucket, BucketArgs
 from components.core.model_upload import ModelUpload, ModelUploadArgs
 from components.core.target import Keys, S3Side, Store
 from components.providers.credentials import CredentialCheckResource
+from components.providers.read_grant import ReadGrantResource
+from components.providers.read_key import ReadKeyResource
+from components.storage import read_policy
 
 
 def credential_check(server: S3Side, name: str, cfg: StackConfig, keys: Keys) -> CredentialCheckResource:
@@ -43,4 +52,24 @@ def build_store(owner: pulumi.Resource, cfg: StackConfig, server: S3Side, keys: 
         access_key=keys.access_key, secret_key=keys.secret_key, cache_dir=os.path.join(cfg.state_dir, "hash-cache"),
         purge=cfg.purge_on_destroy, store=server.store, ca_bundle=cfg.ca_bundle, stack=cfg.stack), after_server)
         for m in cfg.models}
-    return Store(server, credentials, bucket, uploads)
+    if cfg.read_keys != "scoped":
+        return Store(server, credentials, bucket, uploads, keys)
+    read_key, grant = scoped_read_key(owner, cfg, server, keys, after_server)
+    # the readers' keys come from the ReadKey and wait for its grant (a dependency, no value of it)
+    read_keys = Keys(*(pulumi.Output.all(k, grant.id).apply(lambda v: v[0])
+                       for k in (read_key.read_access_key, read_key.read_secret_key)))
+    return Store(server, credentials, bucket, uploads, read_keys, read_key)
+
+
+def scoped_read_key(owner: pulumi.Resource, cfg: StackConfig, server: S3Side, keys: Keys,
+                    opts: pulumi.ResourceOptions) -> tuple[ReadKeyResource, ReadGrantResource]:
+    """The stack's read key: a user of the server (ReadKey), and the policy that lets it read only the models'
+    prefixes (ReadGrant)."""
+    common = {"endpoint": cfg.rustfs_endpoint, "access_key": keys.access_key, "secret_key": keys.secret_key,
+              "store": server.store, **({"ca_bundle": cfg.ca_bundle} if cfg.ca_bundle else {})}
+    key = ReadKeyResource("read-key", {**common, "user_base": read_policy.user_base(cfg.stack, cfg.bucket)}, opts)
+    grant = ReadGrantResource("read-grant", {
+        **common, "user": key.read_access_key,
+        "policy": read_policy.policy_json(cfg.bucket, [m.prefix for m in cfg.models]),
+    }, pulumi.ResourceOptions(parent=owner, depends_on=[key]))
+    return key, grant

@@ -20,6 +20,7 @@ from components.config.spec import StackConfig
 from components.core.bucket import Bucket
 from components.core.model_upload import ModelUpload
 from components.providers.credentials import CredentialCheckResource
+from components.providers.read_key import ReadKeyResource
 
 
 @dataclass
@@ -59,10 +60,19 @@ class Store:
     credentials: CredentialCheckResource
     bucket: Bucket
     uploads: dict[str, ModelUpload]         # model name -> its upload
+    read_keys: Keys                         # what serving hosts and pods read with (scoped, or the root keys)
+    read_key: Optional[ReadKeyResource] = None   # readKeys scoped: the resource that made read_keys
 
     @property
     def ready(self) -> list[pulumi.Resource]:
         return [*self.server.ready, self.credentials]
+
+    @property
+    def read_keys_note(self) -> str:
+        """The ``read_keys`` output: who holds which key on the serving side."""
+        if self.read_key is None:
+            return "shared: serving hosts and pods hold the S3 server's root keys (readKeys shared)"
+        return "scoped: serving hosts and pods hold a read-only key for this stack's model prefixes (readKeys scoped)"
 
 
 class Target(ABC):
@@ -89,7 +99,8 @@ class Target(ABC):
 
     @abstractmethod
     def serve(self, owner: pulumi.ComponentResource, store: Store, keys: Keys) -> list[Served]:
-        """Declare how each model's weights reach its vLLM and the vLLM servers; what was served."""
+        """Declare how each model's weights reach its vLLM and the vLLM servers; what was served.
+        ``keys`` are what they read with: ``store.read_keys``, never the root keys unless readKeys is shared."""
 
     @abstractmethod
     def outputs(self, store: Store) -> dict[str, Any]:

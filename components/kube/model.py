@@ -170,7 +170,7 @@ def _environment(args: KubeModelArgs) -> list[k8s.core.v1.EnvVarArgs]:
     if streamed:
         out.append(k8s.core.v1.EnvVarArgs(name="AWS_ENDPOINT_URL", value=args.s3_endpoint))
     if args.has_api_key:
-        out.append(c.secret_env("VLLM_API_KEY", API_KEY))
+        out.append(c.secret_env("VLLM_API_KEY", API_KEY, reader=True))
     return out
 
 
@@ -183,7 +183,7 @@ def _volumes(args: KubeModelArgs) -> tuple[list, list, list]:
     if args.load_format == streamer.LOAD_FORMAT:
         mounts.append(k8s.core.v1.VolumeMountArgs(name="s3", mount_path=AWS_DIR, read_only=True))
         volumes.append(args.cluster.secret_volume("s3", {AWS_CREDENTIALS: AWS_CREDENTIALS,
-                                                         **({CA_FILE: CA_FILE} if args.has_ca else {})}))
+                                                         **({CA_FILE: CA_FILE} if args.has_ca else {})}, reader=True))
         return mounts, volumes, []
     models = k8s.core.v1.VolumeMountArgs(name="models", mount_path="/models", read_only=True,
                                          mount_propagation="HostToContainer")

@@ -7,7 +7,8 @@ mount it makes there reaches the node, and from there every vLLM pod that binds 
 ``HostToContainer`` propagation, also one started before the mount. rclone's VFS cache is the node's
 ``<mountCacheDir>/<prefix>``, so a restarted pod reads the weights from local disk.
 
-- Credentials: ``RCLONE_CONFIG_RV_*`` variables, the keys from the stack's Secret by reference.
+- Credentials: ``RCLONE_CONFIG_RV_*`` variables, the keys from the readers' Secret by reference (the read key
+  with readKeys scoped, components/kube/cluster.py).
 - A dead FUSE mount (``Transport endpoint is not connected``: rclone killed, or its unmount refused
   while vLLM holds a file open) is detached lazily before mounting, and again when rclone stops, so
   none stays in the node or the pods that bind it; the pods see the new mount when it comes.
@@ -68,8 +69,8 @@ class KubeMount(pulumi.ComponentResource):
         env = [k8s.core.v1.EnvVarArgs(name=f"RCLONE_CONFIG_RV_{k}", value=v) for k, v in (
             ("TYPE", "s3"), ("PROVIDER", "Other"), ("REGION", "us-east-1"), ("FORCE_PATH_STYLE", "true"))]
         env += [k8s.core.v1.EnvVarArgs(name="RCLONE_CONFIG_RV_ENDPOINT", value=args.endpoint),
-                c.secret_env("RCLONE_CONFIG_RV_ACCESS_KEY_ID", ACCESS_KEY),
-                c.secret_env("RCLONE_CONFIG_RV_SECRET_ACCESS_KEY", SECRET_KEY)]
+                c.secret_env("RCLONE_CONFIG_RV_ACCESS_KEY_ID", ACCESS_KEY, reader=True),
+                c.secret_env("RCLONE_CONFIG_RV_SECRET_ACCESS_KEY", SECRET_KEY, reader=True)]
         flags = ["--cache-dir", CACHE_IN_POD, *args.flags] + (["--ca-cert", f"{CA_IN_POD}/{CA_FILE}"]
                                                                if args.has_ca else [])
         mounts = [k8s.core.v1.VolumeMountArgs(name="root", mount_path=ROOT_IN_POD, mount_propagation="Bidirectional"),
@@ -80,7 +81,7 @@ class KubeMount(pulumi.ComponentResource):
                        path="/dev/fuse", type="CharDevice"))]
         if args.has_ca:
             mounts.append(k8s.core.v1.VolumeMountArgs(name="ca", mount_path=CA_IN_POD, read_only=True))
-            volumes.append(c.secret_volume("ca", {CA_FILE: CA_FILE}))
+            volumes.append(c.secret_volume("ca", {CA_FILE: CA_FILE}, reader=True))
         annotations = pulumi.Output.from_input(args.revision).apply(lambda r: {REVISION: r})
         source = pulumi.Output.from_input(args.bucket).apply(lambda b: f"{b}/{args.prefix}")
         self.daemonset = k8s.apps.v1.DaemonSet(f"{name}-daemonset", k8s.apps.v1.DaemonSetInitArgs(

@@ -17,6 +17,8 @@ never replaces its container.
 """
 from __future__ import annotations
 
+import os
+
 from typing import Any, Optional
 
 import pulumi
@@ -65,6 +67,7 @@ class DockerTarget(Target):
                       endpoint=server.endpoint, kind=server.kind, store=store)
 
     def serve(self, owner: pulumi.ComponentResource, store: Store, keys: Keys) -> list[Served]:
+        self._say_read_keys(store)
         served: list[Served] = []
         for host in self.hosts:
             plan = self.on_host[host.name] = HostPlan(owner, host, self.cfg, store, keys)
@@ -73,6 +76,23 @@ class DockerTarget(Target):
                        for name, server in plan.servers.items()]
         self.balancer = self._entry_points(owner)
         return served
+
+    def _say_read_keys(self, store: Store) -> None:
+        """Preview says which key the hosts read with; a stack deployed before readKeys (its mounts or copies
+        have markers) is told once what the new default changes."""
+        cfg = self.cfg
+        if store.read_key is None:
+            return
+        deployed = any(os.path.exists(p) for h in self.hosts for m in cfg.models
+                       for p in (h.marker_file(m.prefix), h.marker_file(f"{m.prefix}.copy")) if p)
+        if deployed and not cfg.read_keys_given:
+            pulumi.log.warn("readKeys now defaults to scoped with s3Server rustfs: the serving hosts read the models "
+                            "with a read-only key of this stack's prefixes instead of the root keys; this update "
+                            "makes that key (ReadKey) and gives it to each model's mount or copy (a mount is "
+                            "remounted). To keep the root keys on the hosts, set readKeys: shared")
+        pulumi.log.info(f"read key: serving hosts read s3://{cfg.bucket}/ prefixes "
+                        f"{', '.join(sorted(m.prefix for m in cfg.models))} with a read-only key (readKeys scoped); "
+                        "the root keys stay on this machine and the S3 server")
 
     def _entry_points(self, owner: pulumi.ComponentResource) -> Optional[Balancer]:
         """One entry point per model that asks for one (balancerPort), over that model's hosts."""

@@ -61,6 +61,8 @@ class KubeTarget(Target):
                       endpoint=self.server.endpoint, kind=self.server.kind, store=store, check_wait_seconds=300)
 
     def serve(self, owner: pulumi.ComponentResource, store: Store, keys: Keys) -> list[Served]:
+        if store.read_key is not None:      # readKeys scoped: the pods read the readers' Secret
+            self.cluster.use_read_keys(keys.access_key, keys.secret_key)
         served = []
         for m in self.cfg.models:
             model = self.models[m.name] = self._model(owner, store, m)

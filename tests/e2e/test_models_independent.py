@@ -154,6 +154,8 @@ def test_1_model_a_serves(world):
 def test_2_adding_b_leaves_a_serving_and_untouched(world):
     set_models(world, ["a", "b"])
     ops = plan(world["stack"])
+    # readKeys scoped (the default on real RustFS): B's prefix joins the read key's policy, in place
+    assert ops.pop("read-grant", "update") == "update", ops
     assert ops and all("-A" not in n and "smollm2-a" not in n for n in ops), ops
     assert set(ops.values()) == {"create"}, ops          # B's resources only, nothing replaced
     with Poller(world["base_a"], "smollm2-a") as p:
@@ -238,6 +240,7 @@ def test_5_credential_rotation_replaces_only_what_holds_the_secret(world):
 def test_6_removing_b_keeps_its_objects_and_leaves_a_alone(world):
     set_models(world, ["a"])
     ops = plan(world["stack"])
+    assert ops.pop("read-grant", "update") == "update", ops   # readKeys scoped: B's prefix leaves the policy
     assert set(ops.values()) == {"delete"} and all("-A" not in n and "smollm2-a" not in n for n in ops), ops
     with Poller(world["base_a"], "smollm2-a") as p:
         world["stack"].run("up", "--yes", "--skip-preview")

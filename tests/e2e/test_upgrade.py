@@ -32,6 +32,13 @@ FOLLOWERS = {f"vllm-{PREFIX}-container", f"vllm-{PREFIX}-ready-wait", f"smoke-{P
 # issue 29: the objects record the stack's name (destroy reads purgeOnDestroy from Pulumi.<stack>.yaml as it
 # is then): an update in place that must send nothing
 RECORDS = {("update", f"model-{PREFIX}-objects")}
+# issue 31, on real RustFS only (readKeys scoped is its default; the stand-in has no users): the stack's read key
+# is made and handed to the model's mount or copy, an update of that command (the mount is remounted)
+SCOPED = s3_under_test.KIND == "rustfs"
+
+
+def read_key_changes(holder: str) -> set[tuple[str, str]]:
+    return {("create", "read-key"), ("create", "read-grant"), ("update", holder)} if SCOPED else set()
 MODEL = ROOT / "models" / "SmolLM2-135M-Instruct"
 VLLM_IMAGE = "rustfs-vllm/vllm-openai-cpu:0.30.0"
 
@@ -108,6 +115,10 @@ def test_a_stack_made_by_the_previous_main_previews_and_ups_with_no_changes(tmp_
         preview = stack.run("preview", label="preview_new").stdout
         assert "loadFormat now defaults to local_copy" in preview and "set the model's loadFormat: mount" in preview
         changed = set(changes(stack))
+        if SCOPED:   # the copy is new anyway: only the read key itself is more
+            assert {("create", "read-key"), ("create", "read-grant")} <= changed, changed
+            assert "readKeys now defaults to scoped" in preview
+            changed -= {("create", "read-key"), ("create", "read-grant")}
         assert NEW_DEFAULTS <= changed, changed
         rest = changed - NEW_DEFAULTS - RECORDS
         assert {name for _, name in rest} <= FOLLOWERS, rest
@@ -115,6 +126,7 @@ def test_a_stack_made_by_the_previous_main_previews_and_ups_with_no_changes(tmp_
         stack.run("up", "--yes", "--skip-preview", label="up_new")
         assert changes(stack) == []
         after = stack.outputs()
+        assert after.pop("read_keys").startswith("scoped:" if SCOPED else "shared:")
         assert {n: m.pop("load_format") for n, m in after["models"].items()} == {"smollm2": "local_copy"}
         assert "/smollm2/copy/" in after["models"]["smollm2"].pop("weights_dir")
         sent = upload_outputs(stack)["last_transfer"]
@@ -148,10 +160,17 @@ def test_a_stack_made_before_the_core_previews_and_ups_with_no_change(tmp_path, 
         before = stack.outputs()
         checkout(None, app)
         assert (app / "components" / "core" / "plan.py").exists(), "the new code is in place"
-        assert changes(stack) == []                                    # preview: every resource the same
+        holder = f"{'copy' if load_format == 'local_copy' else 'mount'}-{PREFIX}-command"
+        assert set(changes(stack)) == read_key_changes(holder)         # else every resource the same
+        if SCOPED:
+            assert "readKeys now defaults to scoped" in stack.run("preview").stdout
         out = stack.run("up", "--yes", "--skip-preview", label="up_new").stdout
-        assert re.search(r"Resources:\s+\d+ unchanged\s+Duration", out), out[-2000:]     # nothing else
-        assert stack.outputs() == before
+        if not SCOPED:
+            assert re.search(r"Resources:\s+\d+ unchanged\s+Duration", out), out[-2000:]     # nothing else
+        assert changes(stack) == []
+        after = stack.outputs()
+        assert after.pop("read_keys").startswith("scoped:" if SCOPED else "shared:")
+        assert after == before
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/v1/models", timeout=10) as r:
             assert "smollm2" in r.read().decode()
         stack.run("destroy", "--yes", "--skip-preview", label="destroy_new")

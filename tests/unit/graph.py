@@ -3,7 +3,7 @@ RegisterResource request (type, name, parent, dependencies, inputs with secrets 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Optional, Any
 
 import pulumi
 from pulumi.runtime import mocks, rpc
@@ -38,6 +38,9 @@ def unwrap(value: Any) -> Any:
     return value
 
 
+READ_USER, READ_SECRET = "rvreadmockmock00beef", "mock-read-secret-0123456789abcdef0123"   # the mocked read key
+
+
 class Mocks(pulumi.runtime.Mocks):
     def new_resource(self, args: pulumi.runtime.MockResourceArgs):
         outs = dict(args.inputs)
@@ -48,6 +51,8 @@ class Mocks(pulumi.runtime.Mocks):
         if args.typ == "kubernetes:core/v1:Secret":    # the provider's autonaming (a random suffix)
             meta = outs.get("metadata", {})
             outs["metadata"] = {**meta, "name": meta.get("name") or f"{args.name}-a1b2c3d4"}
+        if args.typ.endswith("dynamic/rustfs-vllm:ReadKey"):    # what the provider's create returns
+            outs.update(read_access_key=READ_USER, read_secret_key=READ_SECRET)
         if args.typ.endswith("dynamic/rustfs-vllm:Bucket"):
             outs["adopted"] = False
             return [args.inputs["bucket"], outs]  # the provider's id is the bucket name
@@ -125,7 +130,7 @@ def build(cfg, stack: str = "dev") -> Graph:
 
 
 def config_from_file(stack: str, tmp_path, mount_path: str, keys: tuple[str, str] = ("urn-test-access-key-0001",
-                     "urn-test-secret-0001"), **model: Any):
+                     "urn-test-secret-0001"), stack_keys: Optional[dict] = None, **model: Any):
     """The stack's Pulumi.<stack>.yaml config (plain keys; test keys where it has none), its first
     model read from a small model made in ``tmp_path`` with ``model``'s fields, at ``mount_path``."""
     import yaml
@@ -140,4 +145,5 @@ def config_from_file(stack: str, tmp_path, mount_path: str, keys: tuple[str, str
     make_model(tmp_path / "m")
     raw["models"][0].update(source=str(tmp_path / "m"), **model)
     raw["mountPath"] = mount_path
+    raw.update(stack_keys or {})
     return config.load(raw, stack, str(ROOT))

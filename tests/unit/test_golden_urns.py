@@ -3,10 +3,15 @@ in tests/unit/golden/ (made by commit 4412807's code, before issue 30's target-n
 same parents, same dependencies, same inputs (the dynamic providers' pickled references too), same
 secret marks. A refactor that changes none of these neither replaces nor orphans anything in a
 deployed stack. `RV_WRITE_GOLDEN=1 pytest tests/unit/test_golden_urns.py` rewrites the record: only
-for a change meant to show in every deployed stack's preview (say so in the commit)."""
+for a change meant to show in every deployed stack's preview (say so in the commit).
+
+Every shape is recorded with readKeys shared (the serving side on the root keys, as every stack was
+before issue 31): a stack that keeps them is unchanged. What readKeys scoped adds and changes is pinned
+in tests/unit/test_read_keys.py."""
 from __future__ import annotations
 
 import base64
+import dataclasses
 import hashlib
 import json
 import os
@@ -69,7 +74,7 @@ def without_copy_token(text: str) -> str:
 
 
 def record(cfg: config.StackConfig, stack: str, tmp_path) -> dict[str, dict]:
-    g = build(cfg, stack=stack)
+    g = build(dataclasses.replace(cfg, read_keys="shared"), stack=stack)
     out = {r.urn: {"parent": r.parent, "dependencies": sorted(r.dependencies), "provider": r.provider,
                    "secret": sorted(k for k in r.inputs if r.is_secret(k)), "inputs": unwrap(r.inputs),
                    "retain_on_delete": r.retain_on_delete}

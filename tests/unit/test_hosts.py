@@ -54,7 +54,9 @@ def multi(tmp_path, monkeypatch):
 
 # --------------------------------------------------------------------------- no hosts: as before
 def before_hosts_graph(stack: str, tmp_path, load_format: str = "") -> dict[str, dict]:
-    cfg = config_from_file(stack, tmp_path, "/nonexistent-urn-test/mnt", **({"loadFormat": load_format} if load_format else {}))
+    # readKeys shared: the serving side on the root keys, as then (scoped: tests/unit/test_read_keys.py)
+    cfg = config_from_file(stack, tmp_path, "/nonexistent-urn-test/mnt", stack_keys={"readKeys": "shared"},
+                           **({"loadFormat": load_format} if load_format else {}))
     g = build(cfg, stack=stack)
     text = json.dumps({r.urn: unwrap(r.inputs) for r in g.resources}, sort_keys=True, default=str)
     return json.loads(text.replace(str(tmp_path), "<tmp>").replace(str(ROOT), "<root>"))

@@ -8,8 +8,9 @@ import pytest
 
 from components import config
 from components.kube import preflight as kube_preflight
+from components.serving import streamer
 from tests.helpers import ROOT, make_model
-from tests.unit.graph import build, unwrap
+from tests.unit.graph import READ_SECRET, READ_USER, build, unwrap
 
 KEYS = ("kube-access-key-0001", "kube-secret-key-0001", "kube-api-key-0001")
 KUBECONFIG = """apiVersion: v1
@@ -210,32 +211,40 @@ def test_model_deployment(graph):
     assert svc["type"] == "NodePort" and svc["ports"][0]["nodePort"] == 30800
 
 
-def test_keys_only_in_the_secret(graph):
-    secret = graph.one(SECRET)
-    assert secret.is_secret("stringData")
-    data = secret.plain("stringData")
+def test_keys_only_in_the_secrets(graph):
+    """The root keys in the root Secret (RustFS's pod reads it); the read key (readKeys scoped, the default
+    with s3Server rustfs) in the readers' Secret, with the streamer's file made of it and the API key."""
+    root, readers = graph.one(SECRET, "rvllm-k8s-keys"), graph.one(SECRET, "rvllm-k8s-read-keys")
+    assert root.is_secret("stringData") and readers.is_secret("stringData")
+    data, read = root.plain("stringData"), readers.plain("stringData")
     assert data["access-key"] == KEYS[0] and data["vllm-api-key"] == KEYS[2]
+    user = READ_USER
+    assert (read["access-key"], read["secret-key"], read["vllm-api-key"]) == (user, READ_SECRET, KEYS[2])
+    assert read["aws-credentials"] == streamer.credentials(user, READ_SECRET)
+    assert not any(k in json.dumps(read) for k in KEYS[:2]) and "rclone-auth-key" not in read
     for r in graph.resources:
         if r.typ in (SECRET, PROVIDER) or "dynamic" in r.typ or r.typ.startswith("rustfs-vllm:"):
             continue
         text = json.dumps(unwrap(r.inputs))
-        assert not any(k in text for k in KEYS), r.name
+        assert not any(k in text for k in (*KEYS, READ_SECRET)), r.name
 
 
 def test_pods_name_the_secret_pulumi_names(graph):
     """The Secret has no fixed name: new keys make a new one, created before the old one goes, and
     the pod templates that name it roll; a fixed name would make Pulumi delete it first and replace
     every workload that depends on it."""
-    secret = graph.one(SECRET)
-    assert "name" not in secret.inputs["metadata"]
-    named: set[str] = set()
+    assert all("name" not in s.inputs["metadata"] for s in graph.by_type(SECRET))
+    named: dict[str, set[str]] = {}
     for r in graph.resources:
         if r.typ in (DS, DEPLOY, "kubernetes:apps/v1:StatefulSet"):
             pod = spec_of(r)["template"]["spec"]
+            refs = named.setdefault(r.typ, set())
             for c in pod["containers"] + pod.get("initContainers", []):
-                named |= {e["valueFrom"]["secretKeyRef"]["name"] for e in c.get("env", []) if "valueFrom" in e}
-            named |= {v["secret"]["secretName"] for v in pod.get("volumes", []) if "secret" in v}
-    assert named == {"rvllm-k8s-keys-a1b2c3d4"}, named
+                refs |= {e["valueFrom"]["secretKeyRef"]["name"] for e in c.get("env", []) if "valueFrom" in e}
+            refs |= {v["secret"]["secretName"] for v in pod.get("volumes", []) if "secret" in v}
+    # RustFS reads the root keys; the mounts and vLLM the readers' Secret (readKeys scoped)
+    assert named == {"kubernetes:apps/v1:StatefulSet": {"rvllm-k8s-keys-a1b2c3d4"},
+                     DS: {"rvllm-k8s-read-keys-a1b2c3d4"}, DEPLOY: {"rvllm-k8s-read-keys-a1b2c3d4"}}, named
 
 
 def test_adding_a_model_touches_nothing_else(tmp_path):
@@ -245,4 +254,6 @@ def test_adding_a_model_touches_nothing_else(tmp_path):
     after = {r.name: unwrap(r.inputs) for r in build(load(raw(tmp_path)), stack="k8s").resources}
     assert set(before) < set(after)
     changed = [n for n in before if before[n] != after[n]]
-    assert changed == [], changed
+    # the read key's policy takes the new prefix in place (an update of its grant); nothing else changes
+    assert changed == ["read-grant"], changed
+    assert [k for k in before["read-grant"] if before["read-grant"][k] != after["read-grant"][k]] == ["policy"]

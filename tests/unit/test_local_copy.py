@@ -12,7 +12,7 @@ from components import config
 from components.docker import copies
 from components.mounting import copy_tool
 from tests.helpers import ROOT, make_model
-from tests.unit.graph import build, unwrap
+from tests.unit.graph import READ_SECRET, READ_USER, build, unwrap
 
 KEYS = ("copy-access-key-00001", "copy-secret-key-00001")
 CONTAINER = "docker:index/container:Container"
@@ -89,10 +89,14 @@ def test_keys_only_in_the_copys_secret_environment(graph):
     cmd = graph.one(COMMAND, "copy-b-command")
     assert cmd.is_secret("environment")
     env = cmd.plain("environment")
-    assert env["RCLONE_CONFIG_RVLLM_DEV_ACCESS_KEY_ID"] == KEYS[0]
+    # readKeys scoped (the default with s3Server rustfs): the copy reads with the stack's read key
+    assert graph.one("dynamic/rustfs-vllm:ReadKey")
+    assert env["RCLONE_CONFIG_RVLLM_DEV_ACCESS_KEY_ID"] == READ_USER
+    assert env["RCLONE_CONFIG_RVLLM_DEV_SECRET_ACCESS_KEY"] == READ_SECRET
+    assert not any(k in json.dumps(env) for k in KEYS), "no root key on the serving side"
     for r in graph.resources:
         for key, value in r.inputs.items():
-            if any(k in json.dumps(unwrap(value), default=str) for k in KEYS):
+            if any(k in json.dumps(unwrap(value), default=str) for k in (*KEYS, READ_SECRET)):
                 assert r.is_secret(key), f"{r.name}.{key} carries a key but is not secret"
 
 

@@ -10,7 +10,7 @@ from components import config
 from components.docker import preflight
 from components.serving import streamer
 from tests.helpers import ROOT, make_model
-from tests.unit.graph import build, unwrap
+from tests.unit.graph import READ_SECRET, READ_USER, build, unwrap
 from tests.unit.probes import GivenProbes
 
 KEYS = ("stream-access-key-0001", "stream-secret-key-0001")
@@ -58,10 +58,13 @@ def test_the_keys_reach_the_streamer_as_a_secret_file_only(graph):
     assert env["AWS_ENDPOINT_URL"] == "http://127.0.0.1:9000"
     for key in ("command", "envs", "labels"):
         text = json.dumps(b.plain(key))
-        assert not any(k in text for k in KEYS), f"{key} carries a key"
+        assert not any(k in text for k in (*KEYS, READ_SECRET)), f"{key} carries a key"
     assert b.is_secret("uploads")
     files = {u["file"]: u["content"] for u in b.plain("uploads")}
-    assert files[streamer.CREDENTIALS_FILE] == streamer.credentials(*KEYS)
+    # readKeys scoped (the default with s3Server rustfs): the streamer reads with the stack's read key
+    assert graph.one("dynamic/rustfs-vllm:ReadKey")
+    assert files[streamer.CREDENTIALS_FILE] == streamer.credentials(READ_USER, READ_SECRET)
+    assert not any(k in json.dumps(b.plain("uploads")) for k in KEYS), "no root key in vLLM's container"
 
 
 def test_a_streamed_model_waits_for_its_upload_not_for_a_mount(graph):

@@ -1,0 +1,78 @@
+"""Dynamic provider: a stack's read key, the grant half: the policy that lets the ReadKey's user read the
+stack's model prefixes (components/storage/read_policy.py), attached to that user.
+
+- create: the canned policy ``rustfs-vllm-<user>`` and its attachment to the user;
+- update (another model list, bucket, root keys, CA): the same two calls: the policy changes in place
+  and takes effect at the user's next request (tried on RustFS 1.0.1: no new login, no remount);
+- delete: the user, then the policy (RustFS refuses to remove a policy still attached); already gone
+  is success; a server that does not answer (gone with its container) leaves them to it, said in one
+  line. A replacement (the ReadKey replaced: a rotation) removes the old user after the new one reads;
+- read (refresh): a policy the server no longer has is gone, and the next `up` makes it again.
+"""
+from __future__ import annotations
+
+import json
+from typing import Any, Optional
+
+import pulumi
+from pulumi.dynamic import CreateResult, DiffResult, ReadResult, Resource, ResourceProvider, UpdateResult
+
+from components.dynamic import secret_outputs
+from components.errors import ProviderError
+from components.storage import admin_api, read_policy
+
+INPUTS = ("endpoint", "policy", "access_key", "secret_key", "ca_bundle", "store")
+
+
+def grant(props: dict[str, Any]) -> None:
+    """The policy and its attachment: idempotent, each step as it stands."""
+    admin, user = admin_api.admin_for(props), props["user"]
+    name = read_policy.policy_name(user)
+    admin_api.call(props, f"add policy {name}", lambda: admin.policy_add(name, policy=json.loads(props["policy"])))
+    admin_api.call(props, f"attach policy {name} to {user}", lambda: admin.policy_set(name, user=user))
+
+
+class ReadGrantProvider(ResourceProvider):
+    def create(self, props: dict[str, Any]) -> CreateResult:
+        grant(props)
+        return CreateResult(read_policy.policy_name(props["user"]), dict(props))
+
+    def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
+        replaces = ["user"] if olds.get("user") != news.get("user") else []
+        changed = replaces or any(olds.get(k) != news.get(k) for k in INPUTS)
+        return DiffResult(changes=bool(changed), replaces=replaces, delete_before_replace=False)
+
+    def update(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
+        grant(news)
+        return UpdateResult(dict(news))
+
+    def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
+        try:
+            admin_api.admin_for(props).policy_info(id_)
+        except Exception as exc:  # noqa: BLE001
+            if admin_api.is_missing(exc):
+                return ReadResult(None, {})
+            if admin_api.is_unreachable(exc):
+                return ReadResult(id_, props)   # the server is lost; `up` makes it (and this grant) again
+            raise ProviderError(admin_api.explain(exc, props, f"look up policy {id_}")) from None
+        return ReadResult(id_, props)
+
+    def delete(self, id_: str, props: dict[str, Any]) -> None:
+        admin, user = admin_api.admin_for(props), props["user"]
+        for what, fn in ((f"remove user {user}", lambda: admin.user_remove(user)),
+                         (f"remove policy {id_}", lambda: admin.policy_remove(id_))):
+            try:
+                fn()
+            except Exception as exc:  # noqa: BLE001 - classified below
+                if admin_api.is_missing(exc):
+                    continue
+                if admin_api.is_unreachable(exc):
+                    print(f"read key {user}: the S3 server at {props['endpoint']} does not answer; its user and "
+                          f"policy {id_} are left to it (they go with its volume)", flush=True)
+                    return
+                raise ProviderError(admin_api.explain(exc, props, what)) from None
+
+
+class ReadGrantResource(Resource, module="rustfs-vllm", name="ReadGrant"):
+    def __init__(self, name: str, props: dict[str, Any], opts: Optional[pulumi.ResourceOptions] = None) -> None:
+        super().__init__(ReadGrantProvider(), name, props, secret_outputs(opts))

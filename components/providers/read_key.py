@@ -1,0 +1,71 @@
+"""Dynamic provider: a stack's read key, the identity half: a RustFS user of its own with a fresh secret.
+
+    ReadKey (the user and its secret) -> ReadGrant (its policy: read the stack's prefixes; read_grant.py)
+
+The serving side takes its key from this resource's outputs, and this resource changes only when the
+user must be another (another stack or bucket, another server behind the endpoint): a new model list
+or new root keys update the ReadGrant, not this, so preview never shows the readers' keys changing
+when they do not (a dynamic resource's outputs are unknown at the preview of its update).
+
+- create: the user ``<user_base><4 hex>`` (a user of its own for each key, so a replacement, e.g.
+  `pulumi up --replace` of it, a rotation, makes the new user before the old one goes) with a fresh
+  40-hex secret made here, through the admin API with the root keys (components/storage/admin_api.py).
+  It can do nothing until its ReadGrant attaches the policy.
+- the root keys given here are for the create only: a change of them is not a change of this resource
+  (the ReadGrant, which holds the current ones, removes the user);
+- read (refresh): a user the server no longer has is gone, and the next `up` makes it again; keys
+  the server no longer takes (rotated since) leave the state as it is;
+- delete: nothing of its own: the ReadGrant, deleted before it, removed the user with the current keys.
+
+The secret is an output of this resource, secret in the state and wherever it flows.
+"""
+from __future__ import annotations
+
+import secrets
+from typing import Any, Optional
+
+import pulumi
+from pulumi.dynamic import CreateResult, DiffResult, ReadResult, Resource, ResourceProvider
+
+from components.dynamic import secret_outputs
+from components.errors import ProviderError
+from components.storage import admin_api, read_policy
+
+READ_SECRETS = ["read_access_key", "read_secret_key"]
+IDENTITY = ("user_base", "endpoint", "store")      # another value: another user (a replacement)
+
+
+class ReadKeyProvider(ResourceProvider):
+    def create(self, props: dict[str, Any]) -> CreateResult:
+        user, secret = read_policy.user_name(props["user_base"], secrets.token_hex(2)), secrets.token_hex(20)
+        admin = admin_api.admin_for(props)
+        admin_api.call(props, f"add user {user}", lambda: admin.user_add(user, secret))
+        return CreateResult(user, {**props, "read_access_key": user, "read_secret_key": secret})
+
+    def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
+        replaces = [k for k in IDENTITY if olds.get(k) != news.get(k)]
+        return DiffResult(changes=bool(replaces), replaces=replaces, delete_before_replace=False)
+
+    def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
+        try:
+            admin_api.admin_for(props).user_info(id_)
+        except Exception as exc:  # noqa: BLE001
+            if admin_api.is_missing(exc):
+                return ReadResult(None, {})
+            if admin_api.is_unreachable(exc) or admin_api.is_refused(exc):
+                return ReadResult(id_, props)   # the server is lost, or the keys were rotated: nothing to tell
+            raise ProviderError(admin_api.explain(exc, props, f"look up user {id_}")) from None
+        return ReadResult(id_, props)
+
+    def delete(self, id_: str, props: dict[str, Any]) -> None:
+        return None    # the ReadGrant removed the user (see the module's text)
+
+
+class ReadKeyResource(Resource, module="rustfs-vllm", name="ReadKey"):
+    read_access_key: pulumi.Output[str]
+    read_secret_key: pulumi.Output[str]
+
+    def __init__(self, name: str, props: dict[str, Any], opts: Optional[pulumi.ResourceOptions] = None) -> None:
+        super().__init__(ReadKeyProvider(), name, {"read_access_key": None, "read_secret_key": None, **props},
+                         pulumi.ResourceOptions.merge(secret_outputs(opts),
+                                                      pulumi.ResourceOptions(additional_secret_outputs=READ_SECRETS)))
