@@ -1,7 +1,7 @@
 """Store: where the weights live, built the same way for every target.
 
-    S3 server (the target's) -> credential check -> Bucket -> per model: ModelUpload (its revision)
-                                                 `-> ReadKey -> ReadGrant (readKeys scoped): what the serving side reads with
+    S3 server (the target's) -> credential check -> [readKeys scoped: ReadKey -> ReadGrant, what the serving
+    side reads with] -> Bucket -> per model: ModelUpload (its revision)
 
 The credential check proves from this machine, once the server answers, that the configured keys
 work and RustFS's default keys do not (a RustFS that never got its keys runs on them and still
@@ -41,9 +41,14 @@ def credential_check(server: S3Side, name: str, cfg: StackConfig, keys: Keys) ->
 
 
 def build_store(owner: pulumi.Resource, cfg: StackConfig, server: S3Side, keys: Keys) -> Store:
-    """The check, the bucket and every model's upload, children of ``owner`` (the stack's root)."""
+    """The check, the bucket and every model's upload, children of ``owner`` (the stack's root); with readKeys
+    scoped, the read key and its grant first: a server that refuses them (no admin API, no admin rights)
+    stops `up` before a bucket or an object is made."""
     credentials = credential_check(server, "s3", cfg, keys)
     after_server = pulumi.ResourceOptions(parent=owner, depends_on=[*server.ready, credentials])
+    read = scoped_read_key(owner, cfg, server, keys, after_server) if cfg.read_keys == "scoped" else None
+    if read:
+        after_server = pulumi.ResourceOptions(parent=owner, depends_on=[*server.ready, credentials, read[1]])
     bucket = Bucket("bucket", BucketArgs(
         endpoint=cfg.rustfs_endpoint, bucket=cfg.bucket, access_key=keys.access_key, secret_key=keys.secret_key,
         purge=cfg.purge_on_destroy, store=server.store, ca_bundle=cfg.ca_bundle), after_server)
@@ -52,11 +57,11 @@ def build_store(owner: pulumi.Resource, cfg: StackConfig, server: S3Side, keys: 
         access_key=keys.access_key, secret_key=keys.secret_key, cache_dir=os.path.join(cfg.state_dir, "hash-cache"),
         purge=cfg.purge_on_destroy, store=server.store, ca_bundle=cfg.ca_bundle, stack=cfg.stack), after_server)
         for m in cfg.models}
-    if cfg.read_keys != "scoped":
+    if not read:
         return Store(server, credentials, bucket, uploads, keys)
-    read_key, grant = scoped_read_key(owner, cfg, server, keys, after_server)
+    read_key, read_grant = read
     # the readers' keys come from the ReadKey and wait for its grant (a dependency, no value of it)
-    read_keys = Keys(*(pulumi.Output.all(k, grant.id).apply(lambda v: v[0])
+    read_keys = Keys(*(pulumi.Output.all(k, read_grant.id).apply(lambda v: v[0])
                        for k in (read_key.read_access_key, read_key.read_secret_key)))
     return Store(server, credentials, bucket, uploads, read_keys, read_key)
 

@@ -30,7 +30,11 @@ import requests
 import yaml
 
 RUNTIME_GIB = 1.0
-CPU_REQUEST = 1.0
+# Half a CPU, with no CPU limit (vLLM uses what the node has free). A rolling step runs a new pod of the
+# model beside the old one (maxSurge 1, maxUnavailable 0): at 1 CPU each, two of them with the S3
+# server's and a mount's 100m (2.2 CPUs) fit no 2-CPU node, and on the test cluster the rollout of a
+# 2-replica model waited with its new pod Pending ("0/2 nodes are available: 2 Insufficient cpu").
+CPU_REQUEST = 0.5
 MOUNT_REQUEST = {"memory": "128Mi", "cpu": "100m"}
 MOUNT_LIMIT = {"memory": "1Gi"}
 # The S3 server's pod (RustFS or the stand-in): the stand-in ran in 23 MiB here; RustFS's caches grow

@@ -12,9 +12,11 @@ and tests/integration/test_read_key.py.
 3. The root keys are in no container's `docker inspect` but the S3 server's, on no command line, in no
    process environment on this host, in none of the mount's files (its keeper spec), and in the state
    only encrypted; the read key's secret too.
-4. Another model added to the config: preview updates the read key in place and touches nothing of the
-   first model.
-5. destroy keeps the bucket's objects and removes the read key: RustFS started again on the kept volume
+4. Another model added to the config: preview updates the read key's grant in place and touches nothing
+   of the first model.
+5. A new read key (`pulumi up --replace` of it) while the OpenAI client polls: 0 failed requests, the vLLM
+   container stays, the mount holds the new key, RustFS refuses the old one; the next `up` changes nothing.
+6. destroy keeps the bucket's objects and removes the read key: RustFS started again on the kept volume
    refuses it.
 """
 from __future__ import annotations
@@ -22,6 +24,7 @@ from __future__ import annotations
 import json
 import os
 import secrets
+import time
 from pathlib import Path
 
 import docker
@@ -30,6 +33,7 @@ import pytest
 from components.storage import read_policy, s3
 from tests import s3_under_test
 from tests.helpers import ROOT, free_port, process_command_lines, s3_answer, wait_http
+from tests.k8s.poller import Poller
 from tests.pulumi_cli import Stack
 from tests.serving.load import run_load
 
@@ -140,7 +144,29 @@ def test_serving_hosts_read_with_a_scoped_key(tmp_path: Path):
         stack.set("rustfsAccessKey", access, secret=True)
         stack.set("rustfsSecretKey", secret, secret=True)
 
-        # 5. destroy: the objects are kept, and RustFS started again on the kept volume refuses the read key
+        # 5. a new read key (`pulumi up --replace` of the read key) while the OpenAI client polls the model:
+        #    0 failed, the container stays, the mount holds the new key, RustFS refuses the old one after
+        urn = next(r["urn"] for r in stack.state()["deployment"]["resources"] if r["urn"].endswith("::read-key"))
+        container = next(c.id for c in client.containers.list(filters={"label": [
+            f"rustfs-vllm.stack={stack.name}", "rustfs-vllm.role=vllm"]}))
+        poll = Poller(f"http://127.0.0.1:{port}/v1", SERVED).start()
+        stack.run("up", "--yes", "--skip-preview", "--replace", urn, label="up_new_read_key")
+        time.sleep(3)
+        rotation = poll.stop().summary()
+        print("read-key rotation under a polling client:", json.dumps(rotation))
+        assert rotation["failed"] == 0 and rotation["requests"] >= 3, rotation
+        assert container in [c.id for c in client.containers.list(filters={"label": f"rustfs-vllm.stack={stack.name}"})]
+        envs = rclone_environments(remote)
+        new = (envs[0][f"RCLONE_CONFIG_{remote}_ACCESS_KEY_ID"], envs[0][f"RCLONE_CONFIG_{remote}_SECRET_ACCESS_KEY"])
+        assert new[0] != key[0] and new[0].startswith(base), (new[0], key[0])
+        assert s3_answer(lambda: reader.get_object(Bucket=BUCKET, Key=f"{PREFIX}/config.json")) == "InvalidAccessKeyId"
+        reader = s3.client(endpoint, *new)
+        assert s3_answer(lambda: reader.get_object(Bucket=BUCKET, Key=f"{PREFIX}/config.json")) == "OK"
+        assert s3_answer(lambda: reader.put_object(Bucket=BUCKET, Key=f"{PREFIX}/x", Body=b"")) == "AccessDenied"
+        out = stack.run("up", "--yes", "--skip-preview", label="up_after_new_read_key").stdout
+        assert "+ " not in out and "~ " not in out and "- " not in out, out[-2000:]
+
+        # 6. destroy: the objects are kept, and RustFS started again on the kept volume refuses the read key
         stack.run("destroy", "--yes", "--skip-preview", label="destroy")
         assert f"{BUCKET}/{PREFIX}/model.safetensors" in s3_under_test.volume_objects(f"{prefix}-data")
         again = client.containers.run(s3_under_test.RUSTFS_IMAGE, detach=True, volumes={f"{prefix}-data": {"bind": "/data"}},

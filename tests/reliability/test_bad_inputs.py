@@ -218,6 +218,10 @@ PREVIEW_CASES = [
      ["rustfs-vllm:models[m].gpus = '0,1'", "NVIDIA Container Toolkit"]),
     ("a container of the stack's name made by hand", _foreign_container,
      ["rustfs-vllm:namePrefix", "no label says who made it", "docker rm -f"]),
+    ("readKeys scoped on rclone serve s3", top(s3Server="rclone-serve-s3", readKeys="scoped",
+                                               rustfsImage=s3_under_test.STANDIN_IMAGE),
+     ["rustfs-vllm:readKeys = 'scoped' is invalid", "shared with s3Server rclone-serve-s3"]),
+    ("readKeys of another kind", top(readKeys="narrow"), ["rustfs-vllm:readKeys = 'narrow'", "one of scoped, shared"]),
 ]
 
 
@@ -419,3 +423,60 @@ def test_rustfs_in_the_stack_that_ignores_its_keys_fails_naming_that_cause(stack
     _results.append({"case": "RustFS in the stack ignores its keys", "stage": "up (credential check)",
                      "result": "rejected",
                      "message": next((ln.strip() for ln in out.splitlines() if "never received" in ln), "")[:300]})
+
+
+def _read_key_refused(stack: Stack, server: ExternalServer, keys: tuple[str, str], case: str, fragments: list[str]) -> None:
+    """`up` with readKeys scoped against ``server`` with ``keys``: it stops at the read key in one line naming
+    the server's answer and readKeys, leaves nothing on this machine or in the bucket, and leaks no key."""
+    cfg = base(stack)
+    cfg.update(s3Server="external", rustfsEndpoint=server.endpoint, readKeys="scoped")
+    stack.write_config(cfg)
+    set_credentials(stack, *keys)
+    up = stack.run("up", "--yes", "--skip-preview", check=False)
+    out = up.stdout + up.stderr
+    assert up.returncode != 0, out[-3000:]
+    for fragment in ["read key: add user rvread", f"at the S3 server {server.endpoint}", *fragments,
+                     "set rustfs-vllm:readKeys to shared"]:
+        assert fragment in out, f"{fragment!r} not in:\n{out[-3000:]}"
+    assert "Traceback" not in out and keys[1] not in out, out[-3000:]
+    _check_clean(stack, cfg)
+    assert not server.bucket_exists("rel-models"), "the bucket was made after the read key failed"
+    stack.run("destroy", "--yes", "--skip-preview")
+    _results.append({"case": case, "stage": "up (read key)", "result": "rejected",
+                     "message": next((ln.strip() for ln in out.splitlines() if "read key: add user" in ln), "")[:300]})
+
+
+def test_read_keys_scoped_on_an_s3_server_without_iam_fails_at_the_read_key(stack, tmp_path):
+    """An external S3 server with no users or policies (the rclone serve s3 stand-in, NOT RustFS) and readKeys
+    scoped: its admin API is missing."""
+    server = ExternalServer(tmp_path, ACCESS, SECRET, kind="standin")
+    try:
+        _read_key_refused(stack, server, (ACCESS, SECRET), "readKeys scoped, S3 server without IAM",
+                          ["failed (404 NoSuchBucket", "has no RustFS/MinIO admin API"])
+    finally:
+        server.remove()
+
+
+@pytest.mark.skipif(s3_under_test.KIND != "rustfs", reason="needs real RustFS's IAM (`make test-rustfs`)")
+def test_read_keys_scoped_with_keys_without_admin_rights_fails_at_the_read_key(stack, tmp_path):
+    """Real RustFS, and keys that may use the bucket but not the admin API (a user of its own with a policy of
+    s3:* on every bucket), as a platform team might hand out."""
+    import json as json_
+
+    from minio import MinioAdmin
+    from minio.credentials import StaticProvider
+
+    server = ExternalServer(tmp_path, ACCESS, SECRET)
+    try:
+        admin = MinioAdmin(endpoint=server.endpoint.split("//", 1)[1], credentials=StaticProvider(ACCESS, SECRET),
+                           secure=False)
+        admin.policy_add("rel-s3-only", policy=json_.loads(json_.dumps({"Version": "2012-10-17", "Statement": [
+            {"Effect": "Allow", "Action": ["s3:*"], "Resource": ["arn:aws:s3:::*"]}]})))
+        user = ("rel-s3-only-user-0001", "rel-s3-only-secret-0001")
+        admin.user_add(*user)
+        admin.policy_set("rel-s3-only", user=user[0])
+        _read_key_refused(stack, server, user, "readKeys scoped, keys without admin rights",
+                          ["was refused (403 AccessDenied", "have no admin rights there"])
+    finally:
+        server.remove()
+

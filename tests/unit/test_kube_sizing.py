@@ -23,6 +23,13 @@ def test_the_request_is_weights_plus_kv_plus_runtime_and_the_limit_adds_shm():
     assert given.requirements() == {"requests": {"memory": "10240Mi", "cpu": "4"}, "limits": {"memory": "11264Mi"}}
 
 
+def test_a_rolling_step_fits_a_two_cpu_node_beside_the_s3_server_and_a_mount():
+    """maxSurge 1, maxUnavailable 0: the old pod and the new one side by side on the node that runs RustFS."""
+    cpu = sizing.vllm_pod(2**30, 1, 1024, 0).cpus
+    milli = lambda q: float(q[:-1]) / 1000 if q.endswith("m") else float(q)   # noqa: E731
+    assert 2 * cpu + milli(sizing.S3_REQUEST["cpu"]) + milli(sizing.MOUNT_REQUEST["cpu"]) <= 2.0
+
+
 def test_every_pod_of_the_stack_has_memory_requests_and_limits(tmp_path):
     g = build(load(raw(tmp_path, models=[
         {"name": "a", "source": str(tmp_path / "a"), "kvCacheSpaceGib": 1},

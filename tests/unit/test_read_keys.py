@@ -99,6 +99,8 @@ def test_the_read_key_is_made_after_the_check_with_secret_keys(tmp_path, monkeyp
     key, check = g.one("dynamic/rustfs-vllm:ReadKey"), g.one("dynamic/rustfs-vllm:CredentialCheck")
     grant = g.one("dynamic/rustfs-vllm:ReadGrant")
     assert check.urn in key.dependencies and key.urn in grant.dependencies
+    for made_after in (g.one("dynamic/rustfs-vllm:Bucket"), g.one("dynamic/rustfs-vllm:ModelUpload")):
+        assert grant.urn in made_after.dependencies, made_after.name   # a refused key stops up before them
     for r in (key, grant):
         assert r.is_secret("access_key") and r.is_secret("secret_key")
         assert r.plain("endpoint") == "http://127.0.0.1:9000"
