@@ -256,7 +256,7 @@ MODEL_FIELDS: tuple[Key, ...] = (
         "target kubernetes: the vLLM pod's memory request (its limit adds vllmShmSize); default the weights, "
         "the KV cache on CPU and 1 GiB for vLLM itself", above=0),
     Key("cpus", float, None, "a positive number of CPUs (target kubernetes only)",
-        "target kubernetes: the vLLM pod's CPU request, default 1 (no CPU limit)", above=0),
+        "target kubernetes: the vLLM pod's CPU request, default 0.5 (no CPU limit)", above=0),
     Key("loadFormat", str, COMPUTED, f"one of {', '.join(LOAD_FORMATS)}",
         "how vLLM reads the weights: a copy on the host's disk made once per revision (default on Docker hosts), "
         "its read-only mount (default on Kubernetes), or streamed from the bucket", choices=LOAD_FORMATS),
