@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 
 import pytest
 
 from components import config
 from components.providers import read_grant, read_key
 from components.storage import admin_api, read_policy
+from tests.helpers import ROOT
 from tests.unit.graph import READ_SECRET, READ_USER, build, config_from_file, unwrap
 
 COMMAND = "command:local:Command"
@@ -172,3 +174,29 @@ def test_the_output_says_who_holds_which_key(tmp_path, monkeypatch):
     for keys, word in (("scoped", "read-only key for this stack's model prefixes"), ("shared", "root keys")):
         g = build(offline(tmp_path, readKeys=keys), stack="offline")
         assert word in g.stack.exports()["read_keys"], keys
+
+
+def test_ssh_hosts_get_the_read_key_never_the_root_keys(tmp_path, monkeypatch):
+    """Two hosts over SSH (their mounts' variables go base64-encoded on the command's stdin): each host's
+    mount holds the read key; no resource that runs on a host holds a root key, plain or encoded."""
+    import base64
+
+    from tests.unit.test_hosts import load, raw_two_hosts
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("PATH", f"{ROOT / '.venv' / 'bin'}:{os.environ['PATH']}")
+    raw = {**raw_two_hosts(tmp_path), "readKeys": "scoped"}
+    cfg = load(raw)
+    g = build(dataclasses.replace(cfg, state_dir=str(tmp_path / ".state")), stack="multi")
+    encoded = [base64.b64encode(k.encode()).decode() for k in (cfg.access_key, cfg.secret_key)]
+    for host in ("a", "b"):
+        mount = g.one("command:remote:Command", f"{host}-mount-both-command")
+        env = dict(line.split("=", 1) for line in mount.plain("stdin").splitlines() if "=" in line)
+        assert base64.b64decode(env["RCLONE_CONFIG_RVLLM_MULTI_ACCESS_KEY_ID"]).decode() == READ_USER
+        assert base64.b64decode(env["RCLONE_CONFIG_RVLLM_MULTI_SECRET_ACCESS_KEY"]).decode() == READ_SECRET
+        assert mount.is_secret("stdin")
+    on_hosts = [r for r in g.resources if r.typ.startswith(("command:remote:", "docker:"))]
+    assert on_hosts
+    for r in on_hosts:
+        text = json.dumps(unwrap(r.inputs), default=str)
+        assert not any(k in text for k in (cfg.access_key, cfg.secret_key, *encoded)), r.name
