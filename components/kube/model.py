@@ -153,12 +153,19 @@ def pod_size(args: KubeModelArgs) -> sizing.PodSize:
                            gpu_count(args.gpus), args.memory_gib, args.cpus)
 
 
+# vLLM on CPU pins its worker to cores of its own choosing ("auto": here core 0 in every pod), but pods
+# without exclusive CPUs share the node's: on the test cluster the new pod of a rolling step, pinned to
+# the core where the old pod's worker was busy serving, got no CPU time for 6 minutes (moved to the other
+# core by hand, it ran at once). "nobind" leaves the placement to the kernel; a model's env overrides it.
+CPU_BIND = "VLLM_CPU_OMP_THREADS_BIND"
+
+
 def _environment(args: KubeModelArgs) -> list[k8s.core.v1.EnvVarArgs]:
-    """vLLM's environment: the config's, the KV cache size, the streamer's (its keys as a file), and
-    the API key from the Secret by reference."""
+    """vLLM's environment: no CPU pinning on CPU pods, the config's, the KV cache size, the streamer's (its
+    keys as a file), and the API key from the Secret by reference."""
     c = args.cluster
     streamed = args.load_format == streamer.LOAD_FORMAT
-    env = {**dict(args.env),
+    env = {**({CPU_BIND: "nobind"} if not gpu_count(args.gpus) else {}), **dict(args.env),
            **({"VLLM_CPU_KVCACHE_SPACE": f"{args.kv_cache_space_gib:g}"} if args.kv_cache_space_gib else {})}
     if streamed:
         env.update(streamer.env("", args.has_ca))

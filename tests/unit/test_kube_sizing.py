@@ -100,3 +100,24 @@ def test_node_memory_reads_the_api_with_the_kubeconfig_client_certificate():
 @pytest.mark.parametrize("text,bytes_", [("16Gi", 16 * 2**30), ("8G", 8 * 10**9), ("1024", 1024), ("512Mi", 2**29)])
 def test_quantities(text, bytes_):
     assert sizing.quantity(text) == bytes_
+
+
+def test_cpu_pods_leave_cpu_placement_to_the_kernel_unless_the_model_says(tmp_path):
+    """vLLM's "auto" binding pins every pod's worker to the same core; a new pod of a rolling step beside a busy
+    one got no CPU time on the test cluster. GPU pods keep vLLM's default; a model's env wins."""
+    from tests.unit.test_kube import build, load, raw
+
+    def env_of(g, name):
+        d = next(r for r in g.by_type("kubernetes:apps/v1:Deployment") if f"-{name}" in r.name)
+        return {e["name"]: e.get("value") for e in d.plain("spec")["template"]["spec"]["containers"][0]["env"]}
+
+    from tests.helpers import make_model
+
+    make_model(tmp_path / "c", seed=3)
+    g = build(load(raw(tmp_path, models=[
+        {"name": "a", "source": str(tmp_path / "a"), "kvCacheSpaceGib": 1},
+        {"name": "b", "source": str(tmp_path / "b"), "kvCacheSpaceGib": 1, "env": {"VLLM_CPU_OMP_THREADS_BIND": "0-1"}},
+        {"name": "c", "source": str(tmp_path / "c"), "gpus": "count=1"}])))
+    assert env_of(g, "a")["VLLM_CPU_OMP_THREADS_BIND"] == "nobind"
+    assert env_of(g, "b")["VLLM_CPU_OMP_THREADS_BIND"] == "0-1"
+    assert "VLLM_CPU_OMP_THREADS_BIND" not in env_of(g, "c")
