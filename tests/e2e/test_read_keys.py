@@ -174,7 +174,7 @@ def test_serving_hosts_read_with_a_scoped_key(tmp_path: Path):
                                                    "RUSTFS_ACCESS_KEY": access, "RUSTFS_SECRET_KEY": secret},
                                       ports={"9000/tcp": ("127.0.0.1", s3_port)})
         try:
-            assert wait_http(f"{endpoint}/health", 60), again.logs()[-2000:]
+            assert wait_http(f"{endpoint}/health/ready", 90, any_status=False), again.logs()[-2000:]   # not just up
             assert s3_answer(lambda: root.head_object(Bucket=BUCKET, Key=f"{PREFIX}/config.json")) == "OK"
             assert s3_answer(lambda: reader.get_object(Bucket=BUCKET, Key=f"{PREFIX}/config.json")) == "InvalidAccessKeyId"
         finally:
