@@ -93,13 +93,9 @@ def explain(exc: BaseException, props: dict[str, Any], what: str) -> str:
     return f"{where} failed ({answer}); see the server's log, then run pulumi up again, or {SHARED_HINT}"
 
 
-def call(props: dict[str, Any], what: str, fn: Any, missing_ok: bool = False) -> bool:
-    """``fn()`` as one step of the read key: False when ``missing_ok`` and the server has no such user or
-    policy; any other failure a ProviderError of one line."""
+def call(props: dict[str, Any], what: str, fn: Any) -> None:
+    """``fn()`` as one step of the read key; a failure is a ProviderError of one line."""
     try:
         fn()
-        return True
     except Exception as exc:  # noqa: BLE001 - classified by explain
-        if missing_ok and is_missing(exc):
-            return False
         raise ProviderError(explain(exc, props, what)) from None
