@@ -115,6 +115,8 @@ def test_two_hosts(env):
             assert on_host(h, f"stat -c '%a %U' {p}").strip() == "600 root", p
     state = json.dumps(stack.state())
     assert env["secret"] not in state and "PRIVATE KEY" not in state
+    if s3_under_test.KIND == "rustfs":
+        env["timings"]["read_key_on_hosts"] = _read_key_on_hosts(env, {"a": {"both", "one"}, "b": {"both"}})
 
     # 3. a second up changes nothing
     stack.run("preview", "--expect-no-changes", label="preview_no_change")
@@ -233,3 +235,42 @@ def test_two_hosts(env):
         assert rclone_mounts(h) == [], h
         assert on_host(h, f"ls -A /var/lib/rustfs-vllm/{env['prefix']} 2>/dev/null || true").strip() == ""
     assert s3_under_test.volume_objects(env["volume"]) == stored
+
+
+def _read_key_on_hosts(env: dict, models: dict[str, set[str]]) -> dict:
+    """readKeys scoped (RustFS's default): every host's mounts read with the stack's read key, not the
+    root keys (the keepers' specs, root's mode-0600 files, are where the keys are), and RustFS refuses
+    that key a PUT into the model's own prefix and a listing of another stack's prefix."""
+    import boto3
+    from botocore.config import Config
+    from botocore.exceptions import ClientError
+
+    keys = set()
+    for h, names in models.items():
+        for name in names:
+            found = on_host(h, f"find /var/lib/rustfs-vllm -name '{env['stack'].name}-{name}.keeper.json'").split()
+            assert len(found) == 1, (h, name, found)
+            spec = json.loads(on_host(h, f"cat {found[0]}"))
+            access = next(v for k, v in spec["env"].items() if k.endswith("_ACCESS_KEY_ID"))
+            secret = next(v for k, v in spec["env"].items() if k.endswith("_SECRET_ACCESS_KEY"))
+            assert access != env["access"] and secret != env["secret"], (h, name, "a root key on the host")
+            assert access.startswith("rvread"), (h, name, access)
+            keys.add((access, secret))
+    assert len(keys) == 1, "one read key per stack, on every host"
+    access, secret = keys.pop()
+    s3 = boto3.client("s3", endpoint_url=f"http://127.0.0.1:{env['s3_port']}", aws_access_key_id=access,
+                      aws_secret_access_key=secret, region_name="us-east-1",
+                      config=Config(s3={"addressing_style": "path"}, request_checksum_calculation="when_required"))
+    listed = s3.list_objects_v2(Bucket="hosts-models", Prefix="both/")
+    assert any(o["Key"] == "both/config.json" for o in listed.get("Contents", [])), listed
+    refused = {}
+    for what, call in (("put", lambda: s3.put_object(Bucket="hosts-models", Key="both/planted.txt", Body=b"x")),
+                       ("list root", lambda: s3.list_objects_v2(Bucket="hosts-models"))):
+        try:
+            call()
+        except ClientError as exc:
+            refused[what] = exc.response["Error"]["Code"]
+        else:
+            raise AssertionError(f"the read key was allowed to {what}")
+    assert set(refused.values()) == {"AccessDenied"}, refused
+    return {"user": access, "refused": refused}

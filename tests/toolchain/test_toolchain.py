@@ -32,7 +32,65 @@ def test_plugin_ls_lists_the_providers_the_sdks_ask_for():
                           check=True).stdout
     for name in ("docker", "command"):
         line = next(line for line in said.splitlines() if line.split()[0] == name)
-        assert "OFFLINE STAND-IN" in line or "real plugin" in line, line
+        assert "OFFLINE STAND-IN" in line or "real plugin" in line.lower(), line
+
+
+SHARED_PLUGINS = ROOT.parent / "shared" / "plugins"
+needs_shared = pytest.mark.skipif(not (SHARED_PLUGINS / "README.md").is_file(),
+                                  reason="no ../shared/plugins beside this checkout (an air-gapped user's machine)")
+
+
+def _sha256(path) -> str:
+    import hashlib
+
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+@needs_shared
+def test_bootstrap_takes_the_real_plugins_from_the_shared_folder(tmp_path):
+    """With no user cache and no RUSTFS_VLLM_PLUGIN_DIR, install-plugins takes ../shared/plugins/ into an
+    empty plugin home, says REAL, and the installed binaries are the ones the README names by sha256."""
+    home = tmp_path / "home"
+    env = {**pulumi_env(), "PULUMI_HOME": str(home), "RUSTFS_VLLM_USER_PLUGINS": str(tmp_path / "none")}
+    env.pop("RUSTFS_VLLM_PLUGIN_DIR", None)
+    said = subprocess.run([str(ROOT / "scripts" / "install-plugins")], env=env, capture_output=True, text=True,
+                          check=True).stdout
+    readme = (SHARED_PLUGINS / "README.md").read_text()
+    for name, version in (("docker", "5.1.0"), ("command", "1.2.1")):
+        line = next(line for line in said.splitlines() if line.split()[0] == name)
+        assert "REAL plugin from the project's shared folder" in line and "STAND-IN" not in line, line
+        binary = home / "plugins" / f"resource-{name}-v{version}" / f"pulumi-resource-{name}"
+        row = next(r for r in readme.splitlines() if f"| {name} | {version} |" in r)
+        assert _sha256(binary) in row, (name, row)
+    out = subprocess.run(["pulumi", "plugin", "ls", "--json"], env=env, capture_output=True, text=True, check=True)
+    have = {(p["name"], p["version"]) for p in json.loads(out.stdout) if p["kind"] == "resource"}
+    assert {("docker", "5.1.0"), ("command", "1.2.1")} <= have
+
+
+@needs_shared
+def test_bootstrap_refuses_a_shared_plugin_whose_sha256_differs(tmp_path):
+    """A shared folder whose tarball holds another binary than its README names: install-plugins stops
+    in one line naming both sums, and installs nothing (no stand-in either)."""
+    import shutil
+    import tarfile
+
+    shared = tmp_path / "plugins"
+    shared.mkdir()
+    shutil.copy(SHARED_PLUGINS / "README.md", shared / "README.md")
+    shutil.copy(SHARED_PLUGINS / "pulumi-resource-command-v1.2.1-linux-amd64.tar.gz", shared)
+    fake = tmp_path / "pulumi-resource-docker"
+    fake.write_text("#!/bin/sh\necho not the docker plugin\n")
+    fake.chmod(0o755)
+    with tarfile.open(shared / "pulumi-resource-docker-v5.1.0-linux-amd64.tar.gz", "w:gz") as tar:
+        tar.add(fake, arcname="pulumi-resource-docker")
+    home = tmp_path / "home"
+    env = {**pulumi_env(), "PULUMI_HOME": str(home), "RUSTFS_VLLM_USER_PLUGINS": str(tmp_path / "none"),
+           "RUSTFS_VLLM_SHARED_PLUGINS": str(shared)}
+    env.pop("RUSTFS_VLLM_PLUGIN_DIR", None)
+    run = subprocess.run([str(ROOT / "scripts" / "install-plugins")], env=env, capture_output=True, text=True)
+    assert run.returncode != 0
+    assert _sha256(fake) in run.stderr and "names" in run.stderr, run.stderr
+    assert not (home / "plugins" / "resource-docker-v5.1.0").exists()
 
 
 def test_warm_bootstrap_takes_seconds():
