@@ -1,7 +1,9 @@
-"""Prints each test suite's wall time and counts from a pytest JUnit report (scripts/test's last lines).
+"""Prints each test suite's time and counts from pytest JUnit reports (scripts/test's last lines), and
+the total as one plain line ``total: N passed, N failed, N skipped``.
 
 A suite is a test folder under tests/ (unit, integration, e2e, ...); its time is the sum of its
-tests' times, which is its wall time since the suites run one test at a time.
+tests' times (each lane runs one test at a time; lane B runs beside lane A, so the suites' times add
+up to more than the run's wall time).
 """
 from __future__ import annotations
 
@@ -15,15 +17,18 @@ def suite_of(classname: str) -> str:
     return parts[1] if len(parts) > 2 and parts[0] == "tests" else parts[0]
 
 
-def main(path: str) -> int:
-    try:
-        root = ET.parse(path).getroot()
-    except (OSError, ET.ParseError) as exc:
-        print(f"suite times: no JUnit report ({exc})")
-        return 1
+def cases(paths: list[str]):
+    for path in paths:
+        try:
+            yield from ET.parse(path).getroot().iter("testcase")
+        except (OSError, ET.ParseError) as exc:
+            print(f"suite times: {path}: no JUnit report ({exc})")
+
+
+def main(paths: list[str]) -> int:
     seconds: dict[str, float] = defaultdict(float)
     counts: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
-    for case in root.iter("testcase"):
+    for case in cases(paths):
         suite = suite_of(case.get("classname", "?"))
         seconds[suite] += float(case.get("time", 0) or 0)
         outcome = "passed"
@@ -37,8 +42,10 @@ def main(path: str) -> int:
     for suite in sorted(seconds, key=seconds.get, reverse=True):
         c = counts[suite]
         print(f"    {suite:<12} {seconds[suite] / 60:6.1f} min  {c['passed']} passed, {c['failed']} failed, {c['skipped']} skipped")
+    total = {k: sum(c[k] for c in counts.values()) for k in ("passed", "failed", "skipped")}
+    print(f"total: {total['passed']} passed, {total['failed']} failed, {total['skipped']} skipped")
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1]))
+    sys.exit(main(sys.argv[1:]))

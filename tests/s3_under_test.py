@@ -39,10 +39,13 @@ def stack_settings(kind: str = KIND) -> dict[str, str]:
 
 
 def expected_s3_server_output() -> str:
-    from components.storage.kinds import describe
+    """What a stack's ``s3_server`` output says: for the local RustFS image, where its binary came from
+    (its SOURCE_LABEL: compiled here, or a prebuilt binary such as ../shared/rustfs/ and its sha256)."""
+    from components.hosts.docker_facts import image_label
+    from components.storage.kinds import SOURCE_LABEL, describe
 
     s = stack_settings()
-    return describe(s["s3Server"], s["rustfsImage"])
+    return describe(s["s3Server"], s["rustfsImage"], image_label(s["rustfsImage"], SOURCE_LABEL))
 
 
 def stored_objects(base: Path, kind: str = KIND) -> dict[str, tuple[int, int]]:

@@ -7,7 +7,8 @@ user must be another (another stack or bucket, another server behind the endpoin
 or new root keys update the ReadGrant, not this, so preview never shows the readers' keys changing
 when they do not (a dynamic resource's outputs are unknown at the preview of its update).
 
-- create: the user ``<user_base><4 hex>`` (a user of its own for each key, so a replacement, e.g.
+- create: the user ``<user_base><4 hex>``, a name the server has neither as a user nor as a policy (looked
+  up first: RustFS's add-user overwrites an existing user's secret) (a user of its own for each key, so a replacement, e.g.
   `pulumi up --replace` of it, a rotation, makes the new user before the old one goes) with a fresh
   40-hex secret made here, through the admin API with the root keys (components/storage/admin_api.py).
   It can do nothing until its ReadGrant attaches the policy.
@@ -35,10 +36,42 @@ READ_SECRETS = ["read_access_key", "read_secret_key"]
 IDENTITY = ("user_base", "endpoint", "store")      # another value: another user (a replacement)
 
 
+TRIES = 8      # user names tried before giving up (4 hex of their own: 1 in 65,536 each to meet one)
+
+
+def _exists(props: dict[str, Any], what: str, look: Any) -> bool:
+    """Whether the server has it (a user, a policy): False only on its own 'no such' answer."""
+    try:
+        look()
+    except Exception as exc:  # noqa: BLE001 - classified below
+        if admin_api.is_missing(exc):
+            return False
+        raise ProviderError(admin_api.explain(exc, props, f"look up {what}")) from None
+    return True
+
+
+def free_user(props: dict[str, Any], admin: Any) -> str:
+    """A user name the server has neither as a user nor as a read policy's name: RustFS's ``add-user``
+    and ``add-canned-policy`` overwrite what exists, so the program looks first and never takes over
+    (or resets the secret of) a user it did not make."""
+    taken = []
+    for _ in range(TRIES):
+        user = read_policy.user_name(props["user_base"], secrets.token_hex(2))
+        policy = read_policy.policy_name(user)
+        if _exists(props, f"user {user}", lambda: admin.user_info(user)) or \
+                _exists(props, f"policy {policy}", lambda: admin.policy_info(policy)):
+            taken.append(user)
+            continue
+        return user
+    raise ProviderError(f"read key: every user name tried ({', '.join(taken)}) already exists on the S3 server at "
+                        f"{props['endpoint']}; remove the stale rvread users there (their policies are named "
+                        f"rustfs-vllm-<user>), then run `pulumi up` again")
+
+
 class ReadKeyProvider(ResourceProvider):
     def create(self, props: dict[str, Any]) -> CreateResult:
-        user, secret = read_policy.user_name(props["user_base"], secrets.token_hex(2)), secrets.token_hex(20)
         admin = admin_api.admin_for(props)
+        user, secret = free_user(props, admin), secrets.token_hex(20)
         admin_api.call(props, f"add user {user}", lambda: admin.user_add(user, secret))
         return CreateResult(user, {**props, "read_access_key": user, "read_secret_key": secret})
 

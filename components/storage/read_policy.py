@@ -10,9 +10,11 @@ The policy, tried on RustFS 1.0.1 with the read key (rclone mount, rclone lsf/ca
 - ``s3:GetObject`` on ``<bucket>/<prefix>/*`` and on ``<bucket>/<prefix>`` itself: rclone's mount
   first sends HEAD ``/<bucket>/<prefix>`` (is the remote a file?); with the object ARN it gets 404
   (no such object) instead of 403. GetObject also grants HeadObject and ranged GETs.
-- ``s3:ListBucket`` on ``<bucket>`` only where ``s3:prefix`` is ``<prefix>`` or under ``<prefix>/``:
-  rclone lists ``prefix=<prefix>/`` with and without a delimiter. A listing of the bucket root or of
-  another prefix is refused (403 AccessDenied).
+- ``s3:ListBucket`` on ``<bucket>`` only where ``s3:prefix`` is ``<prefix>/`` or under it: rclone
+  lists ``prefix=<prefix>/`` with and without a delimiter, the streamer and the copies the same. The
+  bare ``<prefix>`` is NOT allowed: a listing with ``Prefix=<prefix>`` would also name the keys of
+  every prefix that starts with it (``<prefix>-x/...``, ``<prefix>2/...``, other stacks' models). A
+  listing of the bucket root, of the bare prefix or of another prefix is refused (403 AccessDenied).
 - nothing else: PUT, DELETE and multi-object DELETE of the model's own objects, CreateBucket and
   reads of other prefixes are refused (403; multi-delete answers 200 with AccessDenied per key and
   deletes nothing). HeadBucket is refused too; neither rclone nor the Run:ai streamer needs it.
@@ -45,7 +47,7 @@ def policy(bucket: str, prefixes: Iterable[str]) -> dict:
     """The canned policy of a read key for ``prefixes`` of ``bucket`` (see the module's text)."""
     ps = sorted(set(prefixes))
     objects = [f"arn:aws:s3:::{bucket}/{p}{tail}" for p in ps for tail in ("", "/*")]
-    listed = [f"{p}{tail}" for p in ps for tail in ("", "/*")]
+    listed = [f"{p}{tail}" for p in ps for tail in ("/", "/*")]
     return {"Version": "2012-10-17", "Statement": [
         {"Sid": "ReadModels", "Effect": "Allow", "Action": ["s3:GetObject"], "Resource": objects},
         {"Sid": "ListModels", "Effect": "Allow", "Action": ["s3:ListBucket"], "Resource": [f"arn:aws:s3:::{bucket}"],

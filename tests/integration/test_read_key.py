@@ -32,7 +32,9 @@ ROOT_KEYS = ("readkey-root-access-01", "readkey-root-secret-0001")
 KEY, GRANT = read_key.ReadKeyProvider(), read_grant.ReadGrantProvider()
 BUCKET = "models"
 OBJECTS = {"stack-a/m1/config.json": b'{"a": 1}', "stack-a/m1/model.safetensors": os.urandom(300_000),
-           "stack-a/m2/config.json": b'{"b": 2}', "stack-b/m3/config.json": b"other team", "top.txt": b"root"}
+           "stack-a/m2/config.json": b'{"b": 2}', "stack-b/m3/config.json": b"other team", "top.txt": b"root",
+           # prefixes that START with the key's prefix: another model (m1-x) and another stack's (m12)
+           "stack-a/m1-x/config.json": b'{"x": 1}', "stack-a/m12/config.json": b'{"y": 2}'}
 
 
 def _have_rustfs() -> bool:
@@ -117,6 +119,12 @@ def test_the_read_key_reads_its_prefixes_only_on_real_rustfs(rustfs, tmp_path):
         "other model": s3_answer(lambda: c.get_object(Bucket=BUCKET, Key="stack-a/m2/config.json")),
         "list root": s3_answer(lambda: c.list_objects_v2(Bucket=BUCKET)),
         "list other": s3_answer(lambda: c.list_objects_v2(Bucket=BUCKET, Prefix="stack-b/")),
+        # the bare prefix would list m1-x/... and m12/... too (names, sizes, ETags): refused
+        "list bare prefix": s3_answer(lambda: c.list_objects_v2(Bucket=BUCKET, Prefix="stack-a/m1")),
+        "list bare prefix, delimited": s3_answer(
+            lambda: c.list_objects_v2(Bucket=BUCKET, Prefix="stack-a/m1", Delimiter="/")),
+        "list a longer prefix": s3_answer(lambda: c.list_objects_v2(Bucket=BUCKET, Prefix="stack-a/m1-x/")),
+        "read a longer prefix": s3_answer(lambda: c.get_object(Bucket=BUCKET, Key="stack-a/m1-x/config.json")),
         "create bucket": s3_answer(lambda: c.create_bucket(Bucket="another")),
     }
     assert refused == dict.fromkeys(refused, "AccessDenied"), refused
@@ -163,7 +171,7 @@ def test_admin_refusals_are_one_line_on_real_rustfs(rustfs):
     with pytest.raises(ProviderError) as e:           # keys without admin rights (here: a read key)
         make(rustfs, ["stack-b/m3"], keys=reader, stack="rk-other")
     line = str(e.value)
-    assert line.startswith("read key: add user rvread"), line
+    assert line.startswith("read key: look up user rvread"), line   # looked up first: never overwritten
     assert f"at the S3 server {rustfs} was refused (403 AccessDenied" in line, line
     assert "have no admin rights there" in line and "\n" not in line, line
     bad = {**grant_props(rustfs, reader[0], []),
@@ -180,6 +188,29 @@ def test_a_server_without_an_admin_api_says_to_share_the_keys(s3_server):
     with pytest.raises(ProviderError) as e:
         KEY.create(props_)
     line = str(e.value)
-    assert line.startswith("read key: add user rvreadstandin01")
+    assert line.startswith("read key: look up user rvreadstandin01")
     assert f"at the S3 server {s3_server.endpoint} failed (404 NoSuchBucket" in line
     assert "set rustfs-vllm:readKeys to shared" in line and "\n" not in line, line
+
+
+def test_a_read_user_that_exists_is_never_overwritten_on_real_rustfs(rustfs, monkeypatch):
+    """RustFS's add-user resets an existing user's secret: the ReadKey looks first and takes another name;
+    when every name it tries is taken, create fails in one line naming them (nothing is overwritten)."""
+    from components.storage import admin_api
+
+    base = read_policy.user_base("rk-taken", BUCKET)
+    admin = admin_api.admin_for(common(rustfs))
+    taken = read_policy.user_name(base, "beef")
+    admin.user_add(taken, "someone-elses-secret-0001")
+    tags = iter(["beef", "cafe"])
+    monkeypatch.setattr(read_key.secrets, "token_hex", lambda n: next(tags) if n == 2 else "ab" * n)
+    made = KEY.create({**common(rustfs), "user_base": base})
+    assert made.id == read_policy.user_name(base, "cafe")
+    theirs = s3.client(rustfs, taken, "someone-elses-secret-0001")
+    assert s3_answer(lambda: theirs.list_objects_v2(Bucket=BUCKET, Prefix="stack-a/m1/")) == "AccessDenied", \
+        "the existing user still logs in with its own secret (refused only by its missing policy)"
+    monkeypatch.setattr(read_key.secrets, "token_hex", lambda n: "beef" if n == 2 else "ab" * n)
+    with pytest.raises(ProviderError) as e:
+        KEY.create({**common(rustfs), "user_base": base})
+    line = str(e.value)
+    assert line.startswith("read key: every user name tried") and taken in line and "\n" not in line, line

@@ -58,7 +58,7 @@ def test_the_policy_reads_only_the_prefixes():
          "Resource": ["arn:aws:s3:::models/a", "arn:aws:s3:::models/a/*",
                       "arn:aws:s3:::models/b", "arn:aws:s3:::models/b/*"]},
         {"Sid": "ListModels", "Effect": "Allow", "Action": ["s3:ListBucket"], "Resource": ["arn:aws:s3:::models"],
-         "Condition": {"StringLike": {"s3:prefix": ["a", "a/*", "b", "b/*"]}}}]
+         "Condition": {"StringLike": {"s3:prefix": ["a/", "a/*", "b/", "b/*"]}}}]
     assert json.loads(read_policy.policy_json("models", ["b", "a"])) == p
 
 
