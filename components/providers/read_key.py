@@ -7,9 +7,10 @@ user must be another (another stack or bucket, another server behind the endpoin
 or new root keys update the ReadGrant, not this, so preview never shows the readers' keys changing
 when they do not (a dynamic resource's outputs are unknown at the preview of its update).
 
-- create: the user ``<user_base><4 hex>``, a name the server has neither as a user nor as a policy (looked
-  up first: RustFS's add-user overwrites an existing user's secret) (a user of its own for each key, so a replacement, e.g.
-  `pulumi up --replace` of it, a rotation, makes the new user before the old one goes) with a fresh
+- create: the user ``<user_base><4 hex>`` (a user of its own for each key, so a replacement, e.g.
+  `pulumi up --replace` of it, a rotation, makes the new user before the old one goes; a name the
+  server has neither as a user nor as a policy, looked up first: RustFS's add-user overwrites an
+  existing user's secret) with a fresh
   40-hex secret made here, through the admin API with the root keys (components/storage/admin_api.py).
   It can do nothing until its ReadGrant attaches the policy.
 - the root keys given here are for the create only: a change of them is not a change of this resource

@@ -28,8 +28,9 @@ from pathlib import Path
 import pytest
 import yaml
 
+from components.storage import s3
 from tests import s3_under_test
-from tests.helpers import ROOT, free_port
+from tests.helpers import ROOT, free_port, s3_answer
 from tests.pulumi_cli import Stack
 from tests.serving.load import SteadyLoad
 from tests.hosts.sim import (HOSTS, MODEL, complete, completions_served, containers, make_stack, on_host,
@@ -241,10 +242,6 @@ def _read_key_on_hosts(env: dict, models: dict[str, set[str]]) -> dict:
     """readKeys scoped (RustFS's default): every host's mounts read with the stack's read key, not the
     root keys (the keepers' specs, root's mode-0600 files, are where the keys are), and RustFS refuses
     that key a PUT into the model's own prefix and a listing of another stack's prefix."""
-    import boto3
-    from botocore.config import Config
-    from botocore.exceptions import ClientError
-
     keys = set()
     for h, names in models.items():
         for name in names:
@@ -258,19 +255,10 @@ def _read_key_on_hosts(env: dict, models: dict[str, set[str]]) -> dict:
             keys.add((access, secret))
     assert len(keys) == 1, "one read key per stack, on every host"
     access, secret = keys.pop()
-    s3 = boto3.client("s3", endpoint_url=f"http://127.0.0.1:{env['s3_port']}", aws_access_key_id=access,
-                      aws_secret_access_key=secret, region_name="us-east-1",
-                      config=Config(s3={"addressing_style": "path"}, request_checksum_calculation="when_required"))
-    listed = s3.list_objects_v2(Bucket="hosts-models", Prefix="both/")
+    reader = s3.client(f"http://127.0.0.1:{env['s3_port']}", access, secret)
+    listed = reader.list_objects_v2(Bucket="hosts-models", Prefix="both/")
     assert any(o["Key"] == "both/config.json" for o in listed.get("Contents", [])), listed
-    refused = {}
-    for what, call in (("put", lambda: s3.put_object(Bucket="hosts-models", Key="both/planted.txt", Body=b"x")),
-                       ("list root", lambda: s3.list_objects_v2(Bucket="hosts-models"))):
-        try:
-            call()
-        except ClientError as exc:
-            refused[what] = exc.response["Error"]["Code"]
-        else:
-            raise AssertionError(f"the read key was allowed to {what}")
-    assert set(refused.values()) == {"AccessDenied"}, refused
+    refused = {"put": s3_answer(lambda: reader.put_object(Bucket="hosts-models", Key="both/planted.txt", Body=b"x")),
+               "list root": s3_answer(lambda: reader.list_objects_v2(Bucket="hosts-models"))}
+    assert refused == dict.fromkeys(refused, "AccessDenied"), refused
     return {"user": access, "refused": refused}
