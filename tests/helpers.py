@@ -181,6 +181,27 @@ def kill_mount_keeper(mount_point: str) -> None:
     subprocess.run(["pkill", "-9", "-f", f"rustfs-vllm-mount-supervisor {mount_point} "], check=False)
 
 
+def keeper_privileges(attrs: dict, vllm_image: str, rclone_image: str) -> dict:
+    """What a mount keeper's ``docker inspect`` shows, checked against issue 37's least privilege: its
+    own small image (never the vLLM image), every capability dropped but the three the mount needs,
+    no-new-privileges, Docker's default seccomp, no init, an empty environment for what it runs on the
+    host, the host's python3 running the mount tool installed root-owned outside any checkout. The
+    facts, for the report."""
+    host = attrs["HostConfig"]
+    facts = {"image": attrs["Config"]["Image"], "cap_add": sorted(host.get("CapAdd") or []),
+             "cap_drop": host.get("CapDrop"), "security_opt": host.get("SecurityOpt"),
+             "pid_mode": host.get("PidMode"), "init": host.get("Init"), "cmd": attrs["Config"]["Cmd"][:4]}
+    assert facts["image"] == rclone_image and facts["image"] != vllm_image, facts
+    assert facts["cap_add"] == ["SYS_ADMIN", "SYS_CHROOT", "SYS_PTRACE"] and facts["cap_drop"] == ["ALL"], facts
+    assert "no-new-privileges" in facts["security_opt"] and not any("seccomp" in o for o in facts["security_opt"]), facts
+    assert not host.get("Privileged") and facts["init"] in (False, None), facts
+    python, isolated, _, tool = facts["cmd"]
+    assert python.startswith("/usr/bin/python3") and isolated == "-I", facts
+    assert tool.startswith("/usr/local/lib/rustfs-vllm/tools-") and tool.endswith("/mount_tool.py"), facts
+    assert "env -i" in " ".join(attrs["Config"]["Entrypoint"]), attrs["Config"]["Entrypoint"]
+    return facts
+
+
 def s3_answer(call) -> str:
     """"OK", or the S3 error code a call got (AccessDenied, InvalidAccessKeyId, ...)."""
     from components.storage import s3

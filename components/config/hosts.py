@@ -26,13 +26,13 @@ from __future__ import annotations
 import ipaddress
 import os
 import re
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 from components.storage import layout
 from components.config.reader import Reader
 from components.config.rules import FORBIDDEN_MOUNT_ROOTS, LOCAL_ONLY_PREFIXES, inside
 from components.config.schema import HOST_FIELDS
-from components.config.spec import LOCAL, REMOTE_TOOLS_ROOT, HostSpec
+from components.config.spec import LOCAL, REMOTE_TOOLS_ROOT, HostSpec, ModelSpec
 
 FIELD = {f.name: f for f in HOST_FIELDS}
 SSH_URL_RE = re.compile(r"^ssh://(?:(?P<user>[A-Za-z0-9._-]+)@)?(?P<host>[A-Za-z0-9.\-]+|\[[0-9a-fA-F:]+\])"
@@ -43,11 +43,11 @@ URL_RE = re.compile(r"https?://[A-Za-z0-9.\-\[\]:]+(:[0-9]{1,5})?/?")
 
 
 def implicit_host(*, bind_address: str, mount_path: str, mount_cache_dir: str, endpoint: str,
-                  vllm_image: str) -> HostSpec:
+                  vllm_image: str, rclone_image: str) -> HostSpec:
     address = "127.0.0.1" if bind_address in ("0.0.0.0", "127.0.0.1") else bind_address
     return HostSpec(name=LOCAL, local=True, docker_host="", address=address, bind_address=bind_address,
                     mount_path=mount_path, mount_cache_dir=mount_cache_dir, s3_endpoint=endpoint,
-                    vllm_image=vllm_image, implicit=True)
+                    vllm_image=vllm_image, rclone_image=rclone_image, implicit=True)
 
 
 def is_loopback_endpoint(endpoint: str) -> bool:
@@ -108,6 +108,7 @@ def _host(r: Reader, i: int, h: Mapping[str, Any], v: Mapping[str, Any]) -> Host
         host_key=host_key.strip(), address=address, bind_address=bind, gpus=r.field(FIELD["gpus"], h, key),
         mount_path=os.path.normpath(mpath), mount_cache_dir=os.path.normpath(cache),
         s3_endpoint=_s3_endpoint(r, key, h, v, local), vllm_image=_image(r, key, h, v, local, name),
+        rclone_image=_image(r, key, h, v, True, name, "rcloneImage", "rclone_image"),   # pulled: keepers_pullable
         tools_dir="" if local else f"{REMOTE_TOOLS_ROOT}/{v['name_prefix']}")
 
 
@@ -169,16 +170,30 @@ def _s3_endpoint(r: Reader, key: str, h: Mapping[str, Any], v: Mapping[str, Any]
     return endpoint
 
 
-def _image(r: Reader, key: str, h: Mapping[str, Any], v: Mapping[str, Any], local: bool, name: str) -> str:
-    image = h.get("vllmImage", v["vllm_image"])
+def _image(r: Reader, key: str, h: Mapping[str, Any], v: Mapping[str, Any], local: bool, name: str,
+           field: str = "vllmImage", setting: str = "vllm_image") -> str:
+    """The host's ``field`` (vllmImage, rcloneImage): its own or the stack's, one a remote host can pull."""
+    image = h.get(field, v[setting])
     if not isinstance(image, str) or not image:
-        r.bad(f"{key}.vllmImage", image, FIELD["vllmImage"].allowed)
-        return v["vllm_image"]
+        r.bad(f"{key}.{field}", image, FIELD[field].allowed)
+        return v[setting]
     if not local and image.startswith(LOCAL_ONLY_PREFIXES):
-        r.bad(f"{key}.vllmImage" if "vllmImage" in h else "vllmImage", image,
+        r.bad(f"{key}.{field}" if field in h else field, image,
               f"an image host {name!r} can pull: this one is built on this machine only (no registry has it); "
-              "push it to a registry the host reaches and set hosts[i].vllmImage to that name")
+              f"push it to a registry the host reaches and set hosts[i].{field} to that name")
     return image
+
+
+def keepers_pullable(r: Reader, hosts: Sequence[HostSpec], models: Sequence[ModelSpec], raw_hosts: Any) -> None:
+    """A remote host with mounted models pulls rcloneImage for their keepers: not one built here only."""
+    for i, h in enumerate(hosts):
+        if not h.local and h.rclone_image.startswith(LOCAL_ONLY_PREFIXES) and any(
+                m.mounted and h.name in m.hosts for m in models):
+            own = isinstance(raw_hosts, list) and i < len(raw_hosts) and "rcloneImage" in (raw_hosts[i] or {})
+            r.bad(f"hosts[{i}].rcloneImage" if own else "rcloneImage", h.rclone_image,
+                  f"an image host {h.name!r} can pull for its mounts' keepers: this one is built on this machine "
+                  "only (no registry has it); push it to a registry the host reaches and set hosts[i].rcloneImage "
+                  "to that name")
 
 
 def _distinct_machines(r: Reader, hosts: list[HostSpec]) -> None:

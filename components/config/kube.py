@@ -25,7 +25,7 @@ from components.config.spec import KubeSpec, ModelSpec
 NODE_PORT_BASE = 30800              # a model's default NodePort: 30800 + its index
 NODE_PORTS = (30000, 32767)         # the API server's default --service-node-port-range
 KUBE_KEYS = ("kubeconfig", "kubeNamespace", "kubeNodeAddress", "kubeS3NodePort", "kubeStorageClass",
-             "rustfsStorageSize", "rcloneImage")
+             "rustfsStorageSize")
 GPU_COUNT_RE = re.compile(r"^count=([0-9]+)$")
 
 

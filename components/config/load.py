@@ -42,6 +42,7 @@ def load(raw: Mapping[str, Any], stack: str, project_dir: str) -> StackConfig:
     if v["kube"]:
         kube_cfg.check_models(r, v)
     else:
+        hosts_cfg.keepers_pullable(r, v["hosts"], v["models"], r.raw.get("hosts"))
         _ports(r, v)
         for m in v["models"]:
             if m.replicas != 1:
@@ -163,14 +164,15 @@ def _serving(r: Reader, v: dict[str, Any]) -> None:
              vllm_env=env_map(r, "vllmEnv", r.value("vllmEnv")), vllm_api_key=r.value("vllmApiKey"),
              vllm_restart=r.value("vllmRestart"), vllm_compile_cache=r.value("vllmCompileCache"), vllm_ready_timeout=r.value("vllmReadyTimeout"),
              bind_address=r.value("bindAddress"), smoke_test=r.value("smokeTest"), smoke_prompt=r.value("smokePrompt"),
-             smoke_max_tokens=r.value("smokeMaxTokens"), balancer_image=r.value("balancerImage"))
+             smoke_max_tokens=r.value("smokeMaxTokens"), balancer_image=r.value("balancerImage"),
+             rclone_image=r.value("rcloneImage"))
 
 
 def _hosts(r: Reader, v: dict[str, Any]) -> list[HostSpec]:
     if r.raw.get("hosts") in (None, []):   # [] is Pulumi.yaml's default: no hosts, this machine
         return [hosts_cfg.implicit_host(bind_address=v["bind_address"], mount_path=v["mount_path"],
                                         mount_cache_dir=v["mount_cache_dir"], endpoint=v["rustfs_endpoint"],
-                                        vllm_image=v["vllm_image"])]
+                                        vllm_image=v["vllm_image"], rclone_image=v["rclone_image"])]
     before = len(r.problems)
     raw = r.value("hosts")
     return hosts_cfg.parse(r, raw, v) if len(r.problems) == before else []

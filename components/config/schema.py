@@ -124,8 +124,9 @@ KEYS: tuple[Key, ...] = (
         "target kubernetes with s3Server rustfs: size of RustFS's volume claim (kept by destroy).",
         pattern=QUANTITY_RE),
     Key("rcloneImage", str, "rustfs-vllm/rclone-mount:1.75.2", IMAGE,
-        "target kubernetes: image of the rclone DaemonSet that mounts each model on the nodes (rclone and "
-        "fusermount3; scripts/build-images builds rustfs-vllm/rclone-mount:<rclone version>)."),
+        "Image of the mounts' keepers (target docker: one small container per mounted model, restart policy "
+        "unless-stopped, never the vLLM image) and of the rclone DaemonSet (target kubernetes): rclone, "
+        "fusermount3 and nsenter; scripts/build-images builds rustfs-vllm/rclone-mount:<rclone version>."),
     _choice("environment", "production", ENVIRONMENTS,
             "dev, test or production. Only dev accepts RustFS's default credentials (rustfsadmin)."),
     Key("namePrefix", str, COMPUTED, "lower-case letters, digits, '.', '_' or '-', at most 41 characters",
@@ -280,6 +281,7 @@ HOST_FIELDS: tuple[Key, ...] = (
     Key("mountCacheDir", str, COMPUTED, "an absolute folder path outside mountPath", "default mountCacheDir"),
     Key("s3Endpoint", str, "", "an http(s)://HOST:PORT URL without a path", "the S3 endpoint as the host reaches it"),
     Key("vllmImage", str, COMPUTED, IMAGE, "over vllmImage; a remote host pulls it"),
+    Key("rcloneImage", str, COMPUTED, IMAGE, "over rcloneImage (its mounts' keepers); a remote host pulls it"),
 )
 
 

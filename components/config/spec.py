@@ -34,6 +34,7 @@ class HostSpec:
     mount_cache_dir: str = ""
     s3_endpoint: str = ""
     vllm_image: str = ""
+    rclone_image: str = ""        # the image of its mounts' keepers (rcloneImage)
     tools_dir: str = ""           # remote hosts: this stack's scripts and logs there
     implicit: bool = False        # the implicit local host of a stack without `hosts`
 
@@ -63,6 +64,11 @@ class ModelSpec:
     load_format_given: bool = True                           # False: the target's default (the note on upgrade)
     memory_gib: Optional[float] = None                       # target kubernetes: the pod's memory request
     cpus: Optional[float] = None                             # target kubernetes: the pod's CPU request
+
+    @property
+    def mounted(self) -> bool:
+        """Read through the host's rclone mount (not a copy on its disk, not streamed)."""
+        return self.load_format == "mount"
 
 
 @dataclass(frozen=True)
@@ -120,6 +126,7 @@ class StackConfig:
     copy_flags: tuple[str, ...] = ()          # copyFlags: rclone copy flags of local_copy models ([] = defaults)
     read_keys: str = "shared"                 # readKeys: scoped (a read-only key per stack) or shared (root keys)
     read_keys_given: bool = True              # False: readKeys from its default (the note on upgrade)
+    rclone_image: str = "rustfs-vllm/rclone-mount:1.75.2"   # rcloneImage: the mounts' keepers (Docker hosts)
 
     def model(self, name: str) -> ModelSpec:
         return next(m for m in self.models if m.name == name)

@@ -41,6 +41,10 @@ class HostPlan:
         self.on_docker = host.docker(owner)
         self.image = docker.RemoteImage(f"{p}vllm-image", docker.RemoteImageArgs(
             name=host.spec.vllm_image, keep_locally=True), self.on_docker)
+        # The mounts' keepers run from rcloneImage (small: rclone, fuse3, nsenter), never the vLLM image.
+        self.keeper_image = docker.RemoteImage(f"{p}rclone-image", docker.RemoteImageArgs(
+            name=host.spec.rclone_image, keep_locally=True), self.on_docker) if any(
+            m.mounted for m in cfg.models_on(host.name)) else None
         self.servers: dict[str, VllmServer] = {}
         self.copies: dict[str, ModelCopy] = {}
         for m in cfg.models_on(host.name):
@@ -83,9 +87,10 @@ class HostPlan:
             prefix=m.prefix, access_key=self.keys.access_key, secret_key=self.keys.secret_key,
             root=host.spec.mount_path, cache_dir=os.path.join(host.spec.mount_cache_dir, m.prefix),
             flags=cfg.mount_flags, manifest=upload.manifest, revision=upload.revision, ca_bundle=cfg.ca_bundle,
-            host=host, keeper_image=host.spec.vllm_image, keeper_name=keeper_name(cfg.name_prefix, m.prefix),
+            host=host, keeper_image=host.spec.rclone_image, keeper_name=keeper_name(cfg.name_prefix, m.prefix),
             stack=cfg.stack),
-            pulumi.ResourceOptions(parent=self.owner, depends_on=[self.mount_root, self.cache, self.image]))
+            pulumi.ResourceOptions(parent=self.owner, depends_on=[self.mount_root, self.cache, self.image,
+                                                                  *([self.keeper_image] if self.keeper_image else [])]))
 
     def _server(self, m: ModelSpec, after: list[pulumi.Resource], streamed: bool = False,
                 copy: Optional[ModelCopy] = None) -> VllmServer:

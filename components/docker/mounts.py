@@ -97,7 +97,7 @@ class RcloneMountArgs:
     host: Host                                        # where it is mounted (rclone, log, marker, CA path)
     flags: Sequence[str] = ()
     ca_bundle: str = ""                               # rustfsCaBundle: rclone --ca-cert
-    keeper_image: str = ""                            # the host's vLLM image: runs the mount's keeper
+    keeper_image: str = ""                            # the host's rcloneImage: runs the mount's keeper
     keeper_name: str = ""                             # the keeper container's name
     stack: str = ""                                   # whose vLLM containers the keeper starts
 
@@ -173,6 +173,8 @@ class RcloneMount(pulumi.ComponentResource):
             **({"RV_CA_CERT": host.ca_path or args.ca_bundle} if args.ca_bundle else {}),
             **({"RV_KEEPER_IMAGE": args.keeper_image, "RV_KEEPER_NAME": args.keeper_name,
                 "RV_SPEC": host.keeper_spec(args.prefix), "RV_STACK": args.stack} if args.keeper_image else {}),
+            **({"RV_SPEC_BEFORE": host.keeper_spec_before(args.prefix)}
+               if args.keeper_image and host.keeper_spec_before(args.prefix) else {}),
             **remote_env(r, v[0], v[2], v[3]),
         })
         self.command = host.command(

@@ -105,7 +105,9 @@ def this_machine(cfg: StackConfig, probes: Probes) -> list[str]:
                                          "device (load the fuse module, or run the container with --device /dev/fuse)")
     images = ([("vllmImage", cfg.vllm_image)] if any(h.vllm_image == cfg.vllm_image for h in local) else []) \
         + ([("rustfsImage", cfg.rustfs_image)] if cfg.s3_server != "external" else []) \
-        + ([("balancerImage", cfg.balancer_image)] if any(m.balancer_port for m in cfg.models) else [])
+        + ([("balancerImage", cfg.balancer_image)] if any(m.balancer_port for m in cfg.models) else []) \
+        + ([("rcloneImage", cfg.rclone_image)] if any(
+            h.rclone_image == cfg.rclone_image and any(m.mounted for m in cfg.models_on(h.name)) for h in local) else [])
     for key, image in images:
         if probes.image_present(image) is False:
             script = "scripts/build-rustfs-image" if image.startswith("rustfs-vllm/rustfs:") else "scripts/build-images"

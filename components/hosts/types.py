@@ -21,7 +21,7 @@ import pulumi_command as command
 import pulumi_docker as docker
 
 from components.hosts import docker_facts, machine, ssh
-from components.config.spec import HostSpec, StackConfig
+from components.config.spec import REMOTE_TOOLS_ROOT, HostSpec, StackConfig
 from components.paths import SCRIPTS
 
 SCRIPT = os.path.join(SCRIPTS, "rclone-mount")
@@ -75,9 +75,14 @@ class Host(ABC):
     def marker_file(self, prefix: str) -> str:
         """Where the mount tool records a mount's generation ("" where the program cannot look)."""
 
-    @abstractmethod
     def keeper_spec(self, prefix: str) -> str:
-        """Where a mount's keeper reads its spec on the host (mode 0600: it holds the keys)."""
+        """Where a mount's keeper reads its spec on the host (mode 0600: it holds the keys): root's,
+        outside any checkout (what the spec says, root runs at every keeper start)."""
+        return f"{REMOTE_TOOLS_ROOT}/{self.cfg.name_prefix}/mounts/{self.cfg.stack}-{prefix}.keeper.json"
+
+    def keeper_spec_before(self, prefix: str) -> str:
+        """Where an older version of the program kept that spec ("" = where it is now): removed."""
+        return ""
 
     @property
     @abstractmethod
@@ -118,7 +123,7 @@ class LocalHost(Host):
     def marker_file(self, prefix: str) -> str:
         return os.path.join(self.cfg.state_dir, "mounts", self.cfg.stack, f"{prefix}.json")
 
-    def keeper_spec(self, prefix: str) -> str:
+    def keeper_spec_before(self, prefix: str) -> str:
         return os.path.join(self.cfg.state_dir, "mounts", self.cfg.stack, f"{prefix}.keeper.json")
 
     @property
@@ -175,9 +180,6 @@ class SshHost(Host):
 
     def marker_file(self, prefix: str) -> str:
         return ""
-
-    def keeper_spec(self, prefix: str) -> str:
-        return f"{self.spec.tools_dir}/mounts/{self.cfg.stack}-{prefix}.keeper.json"
 
     @property
     def rclone(self) -> str:

@@ -2,9 +2,12 @@
 the host brings its mounts back after a restart of the host or of its Docker engine, with no
 ``pulumi`` run (the Docker engine is the one service manager every Docker host has).
 
-The keeper is a container (the host's vLLM image: it has ``sh`` and util-linux's ``nsenter``) that
-enters the host's mount namespace through its own parent, the containerd shim (``--pid host``), and
-there runs this host's mount tool as ``mount_tool.py rustfs-vllm-mount-supervisor MOUNT --keep SPEC``:
+The keeper is a container of the stack's ``rcloneImage`` (ours: rclone, fuse3 and util-linux on
+Debian minbase; never the vLLM image) that enters the host's mount namespace through its own
+parent, the containerd shim, and there runs, with an empty environment, the mount tool that the
+``mount`` action installed root-owned outside any checkout (``TOOLS_HOME``: a folder per content
+digest, with a copy of the rclone binary) as ``python3 -I mount_tool.py
+rustfs-vllm-mount-supervisor MOUNT --keep SPEC``:
 
 1. the mount root made a shared bind mount of itself again when it is not one (a restart lost it);
 2. a dead mount at MOUNT removed, rclone started in the foreground (network: the host's);
@@ -12,25 +15,39 @@ there runs this host's mount tool as ``mount_tool.py rustfs-vllm-mount-superviso
    (Docker refuses a ``rslave`` bind under a root that is not a shared mount, as after a restart
    when they start before their keeper) are started again, in that order;
 4. rclone watched: when it exits, or the mount or the root's self-bind is gone, it mounts again
-   after 2 s; on SIGTERM (``docker stop``/``rm``) it unmounts and exits.
+   after a capped exponential backoff (2 s doubling to 60 s; a mount that held for 5 minutes resets
+   it); after ``MAX_FAILURES`` failures in a row it exits with status 1, so that Docker's restart
+   policy (its own backoff) and ``docker ps`` show a keeper in trouble; the log is rotated at
+   ``LOG_MAX_BYTES`` (one older file kept); on SIGTERM (``docker stop``/``rm``) it unmounts and exits.
 
-SPEC is a mode-0600 JSON file on the host (beside the mount markers) with rclone's argv and
-environment (``RCLONE_CONFIG_*``, the keys among them): the keeper's own argv, environment and
-``docker inspect`` hold no credential. Capabilities: SYS_ADMIN (mount, setns), SYS_PTRACE (open the
-shim's namespace), SYS_CHROOT (setns into a mount namespace), /dev/fuse; seccomp and AppArmor
-unconfined (their defaults refuse setns and mount). ``--privileged`` is not used: it fails on hosts
-that withhold a capability from the Docker engine ("unable to apply caps"), as these machines do.
+SPEC is a mode-0600 JSON file on the host, root's, outside any checkout (written with
+``O_EXCL|O_NOFOLLOW`` under a random name, then renamed), with rclone's argv and environment
+(``RCLONE_CONFIG_*``, the keys among them): the keeper's own argv, environment and ``docker
+inspect`` hold no credential.
+
+Privileges (each tried on this project's machines, docs/RELIABILITY.md): every capability dropped
+but SYS_ADMIN (mount, setns), SYS_PTRACE (open the shim's namespace: refused without it) and
+SYS_CHROOT (setns into a mount namespace: refused without it); ``--pid host`` (the only stable
+handle on the host's mount namespace: Docker refuses a bind of /proc/1/ns/mnt); /dev/fuse;
+no-new-privileges; Docker's default seccomp profile (it allows setns and mount with SYS_ADMIN);
+AppArmor unconfined (docker-default refuses mount on hosts with AppArmor); no init process.
+``--privileged`` is not used: it fails on hosts that withhold a capability from the Docker engine
+("unable to apply caps"), as these machines do.
 
 Standard library only, Python 3.9+, nothing from ``components`` (shipped to remote hosts beside
 mount_tool.py); helpers it shares with the mounts come from mount_tool, passed in as ``h``.
 """
 from __future__ import annotations
 
+import hashlib
 import http.client
 import json
 import os
+import secrets
+import shutil
 import signal
 import socket
+import stat
 import subprocess
 import sys
 import time
@@ -40,9 +57,19 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple
 SOCKETS = ("/var/run/docker.sock", "/run/docker.sock")
 MOUNT_LABEL = "rustfs-vllm.mount"
 CAPABILITIES = ["SYS_ADMIN", "SYS_PTRACE", "SYS_CHROOT"]
-ENTER_HOST = 'exec nsenter -t "$PPID" -m -- "$@"'
-WATCH_SECONDS = 2.0
 HOST_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+# into the host's mount namespace (the shim's), with an empty environment but the host's usual PATH:
+# nothing of the image's environment (LD_PRELOAD, PYTHON*, ...) reaches what runs on the host
+ENTER_HOST = f'exec nsenter -t "$PPID" -m -- /usr/bin/env -i PATH={HOST_PATH} "$@"'
+# what root runs at every keeper start, installed by the mount action root-owned, one folder per
+# content digest (never in a checkout: its owner could change what root runs, and a moved checkout
+# would leave keepers failing after a reboot)
+TOOLS_HOME = "/usr/local/lib/rustfs-vllm"
+WATCH_SECONDS = 2.0
+BACKOFF_FIRST, BACKOFF_MAX = 2.0, 60.0     # seconds between mount attempts: doubled after each failure
+HEALTHY_SECONDS = 300.0                    # a mount that held this long resets the backoff
+MAX_FAILURES = 6                           # failures in a row before the keeper exits (status 1)
+LOG_MAX_BYTES = 8 * 2**20                  # the mount's log is rotated above this (one older file kept)
 
 
 class DockerError(Exception):
@@ -118,16 +145,108 @@ def remove_keepers(point: str) -> List[str]:
     return removed
 
 
+def _new_file(path: str, data: bytes, mode: int) -> None:
+    """``data`` into a file that did not exist (``O_EXCL|O_NOFOLLOW``: never through a link planted
+    there), with ``mode``."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, mode)
+    with os.fdopen(fd, "wb") as fh:
+        fh.write(data)
+    os.chmod(path, mode)
+
+
 def write_spec(path: str, spec: Mapping[str, Any]) -> None:
-    """The keeper's SPEC, readable by root only (it holds rclone's credentials)."""
+    """The keeper's SPEC, readable by root only (it holds rclone's credentials): written under a new
+    random name, then renamed over ``path``."""
     folder = os.path.dirname(path) or "."
     os.makedirs(folder, mode=0o700, exist_ok=True)
-    tmp = f"{path}.tmp"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as fh:
-        json.dump(spec, fh)
-    os.chmod(tmp, 0o600)
-    os.replace(tmp, path)
+    tmp = f"{path}.{secrets.token_hex(8)}.tmp"
+    try:
+        _new_file(tmp, json.dumps(spec).encode(), 0o600)
+        os.replace(tmp, path)
+    except OSError:
+        if os.path.lexists(tmp):
+            os.remove(tmp)
+        raise
+
+
+def remove_spec(path: str) -> None:
+    """The keeper's SPEC gone (unmount, a failed mount): no file with the keys is left behind."""
+    if path and os.path.lexists(path):
+        os.remove(path)
+
+
+def _root_only(path: str) -> bool:
+    """``path`` is root's and nobody else can write it (what root runs must be)."""
+    st = os.lstat(path)
+    return st.st_uid == 0 and not st.st_mode & 0o022 and not stat.S_ISLNK(st.st_mode)
+
+
+def _install(name: str, blobs: Mapping[str, bytes], mode: int) -> str:
+    """``blobs`` ({file: bytes}) as TOOLS_HOME/<name>-<digest>/, root-owned; reused when it is there
+    with those bytes. Its path."""
+    digest = hashlib.sha256()
+    for file in sorted(blobs):
+        digest.update(file.encode() + b"\0" + hashlib.sha256(blobs[file]).digest())
+    target = os.path.join(TOOLS_HOME, f"{name}-{digest.hexdigest()[:16]}")
+    os.makedirs(TOOLS_HOME, mode=0o755, exist_ok=True)
+    if not _root_only(TOOLS_HOME):
+        raise OSError(f"{TOOLS_HOME} is not root's alone (owner or mode): refusing to install what root runs there")
+
+    def intact() -> bool:
+        try:
+            for file, data in blobs.items():
+                with open(os.path.join(target, file), "rb") as fh:
+                    if fh.read() != data or not _root_only(os.path.join(target, file)):
+                        return False
+            return _root_only(target)
+        except OSError:
+            return False
+
+    if os.path.isdir(target) and intact():
+        return target
+    tmp = f"{target}.{secrets.token_hex(8)}.tmp"
+    os.mkdir(tmp, 0o755)
+    try:
+        for file, data in blobs.items():
+            _new_file(os.path.join(tmp, file), data, mode)
+        if os.path.lexists(target):
+            shutil.rmtree(target) if os.path.isdir(target) and not os.path.islink(target) else os.remove(target)
+        os.rename(tmp, target)
+    except OSError:
+        shutil.rmtree(tmp, ignore_errors=True)
+        if not intact():     # not another mount installing the same bytes at the same time
+            raise
+    return target
+
+
+def install(tool_dir: str, rclone: str) -> Tuple[str, str]:
+    """The mount tool (every ``*.py`` of ``tool_dir``) and the ``rclone`` binary installed root-owned
+    under TOOLS_HOME: (the tool's folder, the installed rclone)."""
+    tools = {}
+    for file in sorted(os.listdir(tool_dir)):
+        if file.endswith(".py") and file != "__init__.py":
+            with open(os.path.join(tool_dir, file), "rb") as fh:
+                tools[file] = fh.read()
+    with open(rclone, "rb") as fh:
+        binary = fh.read()
+    return _install("tools", tools, 0o644), os.path.join(_install("rclone", {"rclone": binary}, 0o755), "rclone")
+
+
+def host_python() -> str:
+    """The host's own python3 (on its usual PATH, never a virtualenv's)."""
+    found = shutil.which("python3", path=HOST_PATH)
+    if not found:
+        raise OSError(f"python3 is not on the host's PATH ({HOST_PATH}); the mount keepers run the mount tool with it")
+    return found
+
+
+def rotate_log(path: str) -> None:
+    """The log moved to ``<path>.1`` when it is above LOG_MAX_BYTES (one older file kept)."""
+    try:
+        if os.path.getsize(path) > LOG_MAX_BYTES:
+            os.replace(path, f"{path}.1")
+    except OSError:
+        pass
 
 
 def start_keeper(name: str, image: str, point: str, stack: str, argv: List[str]) -> str:
@@ -136,12 +255,10 @@ def start_keeper(name: str, image: str, point: str, stack: str, argv: List[str])
     api("DELETE", f"/containers/{urllib.parse.quote(name)}?force=1")
     body = {
         "Image": image, "Entrypoint": ["/bin/sh", "-c", ENTER_HOST, "rustfs-vllm-keeper"], "Cmd": argv,
-        # what runs is the host's (python, rclone, mount, fusermount3): the host's usual PATH, not the
-        # image's, and not the image's LD_PRELOAD (vLLM's allocators)
-        "Env": ["LD_PRELOAD=", f"PATH={HOST_PATH}"], "Labels": {MOUNT_LABEL: point, "rustfs-vllm.role": "mount", "rustfs-vllm.stack": stack},
+        "Env": [], "Labels": {MOUNT_LABEL: point, "rustfs-vllm.role": "mount", "rustfs-vllm.stack": stack},
         "HostConfig": {
-            "PidMode": "host", "NetworkMode": "host", "CapAdd": CAPABILITIES,
-            "SecurityOpt": ["apparmor=unconfined", "seccomp=unconfined"],
+            "PidMode": "host", "NetworkMode": "host", "CapDrop": ["ALL"], "CapAdd": CAPABILITIES,
+            "SecurityOpt": ["apparmor=unconfined", "no-new-privileges"], "Init": False,
             "Devices": [{"PathOnHost": "/dev/fuse", "PathInContainer": "/dev/fuse", "CgroupPermissions": "rwm"}],
             "RestartPolicy": {"Name": "unless-stopped"},
             "LogConfig": {"Type": "json-file", "Config": {"max-size": "1m", "max-file": "2"}},
@@ -149,7 +266,7 @@ def start_keeper(name: str, image: str, point: str, stack: str, argv: List[str])
     }
     status, answer = api("POST", "/containers/create?name=" + urllib.parse.quote(name), body)
     if status == 404:
-        raise DockerError(f"the keeper's image {image} is not on this host (pulumi up pulls it as the vLLM image)")
+        raise DockerError(f"the keeper's image {image} is not on this host (pulumi up pulls it: rcloneImage)")
     if status != 201:
         raise DockerError(f"creating the mount keeper {name} failed: {_message(answer)}")
     cid = answer["Id"]
@@ -208,6 +325,7 @@ class Keeper:
         self.point, self.root = spec["mount"], spec["root"]
         self.proc: Optional[subprocess.Popen] = None
         self.stopping = False
+        self.held_since: Optional[float] = None     # when the current mount was seen mounted
 
     def say(self, text: str) -> None:
         """To the container's log and to rclone's (where ``mount`` looks for "exited")."""
@@ -244,7 +362,7 @@ class Keeper:
         while self.proc.poll() is None and not self.stopping:
             time.sleep(0.2 if not announced else WATCH_SECONDS)
             if not announced and self.intact():
-                announced = True
+                announced, self.held_since = True, time.monotonic()
                 self.say(f"{self.point} mounted")
                 start_waiting(self.root, self.spec["stack"], self.say)
             elif announced and not self.intact():
@@ -259,17 +377,36 @@ class Keeper:
             self.proc.kill()
         self._clear()
 
+    def _pause(self, seconds: float) -> None:
+        """Sleep, cut short by SIGTERM."""
+        end = time.monotonic() + seconds
+        while not self.stopping and time.monotonic() < end:
+            time.sleep(min(0.5, end - time.monotonic()))
+
     def run(self) -> int:
+        """Mount and watch until stopped (0); after MAX_FAILURES failed attempts in a row, exit 1."""
         signal.signal(signal.SIGTERM, self.stop)
         signal.signal(signal.SIGINT, self.stop)
+        failures, delay = 0, BACKOFF_FIRST
         while not self.stopping:
+            rotate_log(self.spec["log"])
+            self.held_since = None
             try:
                 self.once()
             except Exception as exc:     # a failed root or mount step: say it, try again (the host heals)
                 self.say(f"mounting {self.point} failed: {exc}")
-            if not self.stopping:
-                self.say(f"rclone for {self.point} exited; mounting again in 2 s")
-                time.sleep(2)
+            if self.stopping:
+                break
+            if self.held_since is not None and time.monotonic() - self.held_since >= HEALTHY_SECONDS:
+                failures, delay = 0, BACKOFF_FIRST
+            failures += 1
+            if failures >= MAX_FAILURES:
+                self.say(f"rclone for {self.point} exited; {failures} failures in a row: the keeper exits "
+                         "(Docker's restart policy starts it again, with its own backoff)")
+                return 1
+            self.say(f"rclone for {self.point} exited; mounting again in {delay:.0f} s")
+            self._pause(delay)
+            delay = min(delay * 2, BACKOFF_MAX)
         self.say(f"stopped keeping {self.point}; unmounted")
         return 0
 

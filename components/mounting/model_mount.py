@@ -143,6 +143,27 @@ def _wait_mounted(env: Mapping[str, str], mount: str, deadline: float, log: Log,
         time.sleep(0.2)
 
 
+def _start_and_wait(env: Mapping[str, str], point: str, cmd: List[str], log: Log, deadline: float,
+                    expect: Mapping[str, Sequence[Any]]) -> None:
+    """rclone started under its keeper (or supervisor); back when the model is visible through it."""
+    try:
+        keeper = start_keeper(env, point, cmd, log.path)
+        if not keeper:
+            start_supervisor(point, cmd, log.path, env)
+    except OSError as exc:
+        what = "the mount's keeper" if env.get("RV_KEEPER_IMAGE") else "rclone's supervisor"
+        raise fail_mount(point, f"cannot start {what}: {exc}", _remote(env)) from None
+    except sibling("keeper_tool").DockerError as exc:
+        raise fail_mount(point, f"cannot start the mount's keeper container: {exc}", _remote(env)) from None
+    _wait_mounted(env, point, deadline, log, keeper)
+    unseen = wait_visible(point, int(deadline - time.monotonic()), expect)
+    if unseen:
+        print(unseen, file=sys.stderr)
+        raise fail_mount(point, f"the model is not visible through the mount at {env['RV_MOUNT']} with the uploaded "
+                                f"content (was it uploaded?); last lines of rclone's log {log.path}:\n{log.lines()}",
+                         _remote(env))
+
+
 def mount(env: Mapping[str, str]) -> None:
     """Mount RV_SOURCE read-only at RV_MOUNT under its supervisor; return when the model is visible."""
     _need(env, "RV_MOUNT", "RV_REMOTE", "RV_SOURCE")
@@ -161,20 +182,10 @@ def mount(env: Mapping[str, str]) -> None:
            "--config", "/dev/null", "--cache-dir", env["RV_CACHE_DIR"], *flags]
     deadline = time.monotonic() + wait
     try:
-        keeper = start_keeper(env, point, cmd, log.path)
-        if not keeper:
-            start_supervisor(point, cmd, log.path, env)
-    except OSError as exc:
-        raise fail_mount(point, f"cannot start rclone's supervisor: {exc}", _remote(env)) from None
-    except sibling("keeper_tool").DockerError as exc:
-        raise fail_mount(point, f"cannot start the mount's keeper container: {exc}", _remote(env)) from None
-    _wait_mounted(env, point, deadline, log, keeper)
-    unseen = wait_visible(point, int(deadline - time.monotonic()), expect)
-    if unseen:
-        print(unseen, file=sys.stderr)
-        raise fail_mount(point, f"the model is not visible through the mount at {env['RV_MOUNT']} with the uploaded "
-                                f"content (was it uploaded?); last lines of rclone's log {log.path}:\n{log.lines()}",
-                         _remote(env))
+        _start_and_wait(env, point, cmd, log, deadline, expect)
+    except Fail:
+        sibling("keeper_tool").remove_spec(env.get("RV_SPEC") or "")   # it holds the keys: not left behind
+        raise
     marker = env.get("RV_MARKER")
     if marker:
         os.makedirs(os.path.dirname(marker) or ".", exist_ok=True)
@@ -191,8 +202,8 @@ def unmount(env: Mapping[str, str]) -> None:
     unmount_one(point, _remote(env))
     _rmdir(point)                         # the mount point, if empty; never anything with files
     remove_marker(env)
-    if env.get("RV_SPEC") and os.path.exists(env["RV_SPEC"]):
-        os.remove(env["RV_SPEC"])         # the keeper's spec: it holds the keys
+    for spec in (env.get("RV_SPEC"), env.get("RV_SPEC_BEFORE")):
+        sibling("keeper_tool").remove_spec(spec or "")   # the keeper's spec: it holds the keys
     if state == "live":
         print(f"unmounted {env['RV_MOUNT']}")
     elif state == "dead":

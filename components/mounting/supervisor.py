@@ -53,15 +53,18 @@ def start_supervisor(mount: str, cmd: List[str], log: str, env: Mapping[str, str
 
 def start_keeper(env: Mapping[str, str], point: str, cmd: List[str], log: str) -> str:
     """The mount's keeper container (RV_KEEPER_IMAGE, RV_KEEPER_NAME, RV_SPEC, RV_STACK: keeper_tool),
-    its spec written first; "" when no keeper is asked for (the supervisor is started instead)."""
+    the mount tool and rclone installed root-owned outside any checkout and its spec written first;
+    "" when no keeper is asked for (the supervisor is started instead)."""
     image, name, spec = env.get("RV_KEEPER_IMAGE"), env.get("RV_KEEPER_NAME"), env.get("RV_SPEC")
     if not image or not name or not spec:
         return ""
     tools = sibling("keeper_tool")
-    tools.write_spec(spec, {"mount": point, "root": os.path.realpath(env["RV_ROOT"]), "cmd": cmd, "log": log,
-                            "stack": env.get("RV_STACK") or "",
+    home, rclone = tools.install(os.path.dirname(TOOL), cmd[0])
+    tools.write_spec(spec, {"mount": point, "root": os.path.realpath(env["RV_ROOT"]), "cmd": [rclone, *cmd[1:]],
+                            "log": log, "stack": env.get("RV_STACK") or "",
                             "env": {k: v for k, v in env.items() if k.startswith("RCLONE_CONFIG_")}})
-    argv = [sys.executable or "python3", TOOL, SUPERVISOR, point, "--keep", spec]
+    tools.remove_spec(env.get("RV_SPEC_BEFORE") or "")   # where an older version of the program kept it
+    argv = [tools.host_python(), "-I", "-B", os.path.join(home, "mount_tool.py"), SUPERVISOR, point, "--keep", spec]
     tools.start_keeper(name, image, point, env.get("RV_STACK") or "", argv)
     return name
 
@@ -88,7 +91,9 @@ class Log:
             return 0
 
     def text(self) -> str:
-        """What this attempt wrote."""
+        """What this attempt wrote (all of the file when it was rotated since: keeper_tool.rotate_log)."""
+        if self._size() < self.start:
+            self.start = 0
         try:
             with open(self.path, "rb") as fh:
                 fh.seek(self.start)

@@ -23,6 +23,7 @@ from tests.pulumi_cli import Stack
 
 MODEL = ROOT / "models" / "SmolLM2-135M-Instruct"
 LOCAL_IMAGE = "rustfs-vllm/vllm-openai-cpu:0.30.0"
+RCLONE_IMAGE = "rustfs-vllm/rclone-mount:1.75.2"       # the mount keepers' (rcloneImage)
 BALANCER_IMAGE = "rustfs-vllm/nginx:1.22.1-local"      # on this machine, where the entry points run
 REGISTRY = "127.0.0.1:5005"
 HOSTS = {"a": "127.0.0.2", "b": "127.0.0.3"}
@@ -43,7 +44,7 @@ def sim(*args: str, check: bool = True, timeout: int = 1200) -> subprocess.Compl
 
 def start(hosts: dict[str, str] = HOSTS) -> None:
     sim("space", LOCAL_IMAGE, *hosts)       # a full disk fails here, saying so, not in the hosts' pulls
-    sim("registry-up", LOCAL_IMAGE)
+    sim("registry-up", LOCAL_IMAGE, RCLONE_IMAGE)
     sim("up", *[x for h, a in hosts.items() for x in (h, a)])
 
 
@@ -113,6 +114,7 @@ def make_stack(tmp: Path, name: str, models: list[dict], hosts: dict[str, str] =
         "rustfsPort": str(s3_port), "bindAddress": "127.0.0.1", "bucket": bucket,
         "mountPath": MOUNT_ROOT, "vllmReadyTimeout": "900", "smokeMaxTokens": "8",
         "vllmImage": f"{REGISTRY}/{LOCAL_IMAGE}", "balancerImage": BALANCER_IMAGE,
+        "rcloneImage": f"{REGISTRY}/{RCLONE_IMAGE}",
     }.items():
         stack.set(key, value)
     stack.set("rustfsAccessKey", access, secret=True)
@@ -145,8 +147,9 @@ def prewarm(hosts: dict[str, str] = HOSTS) -> None:
     start(hosts)
     try:
         for h in hosts:
-            on_host(h, f"docker image inspect {REGISTRY}/{LOCAL_IMAGE} >/dev/null 2>&1 || "
-                       f"docker pull -q {REGISTRY}/{LOCAL_IMAGE} >/dev/null")
+            for image in (LOCAL_IMAGE, RCLONE_IMAGE):
+                on_host(h, f"docker image inspect {REGISTRY}/{image} >/dev/null 2>&1 || "
+                           f"docker pull -q {REGISTRY}/{image} >/dev/null")
     finally:
         stop(hosts)
 

@@ -30,10 +30,10 @@ import yaml
 
 from components.storage import s3
 from tests import s3_under_test
-from tests.helpers import ROOT, free_port, s3_answer
+from tests.helpers import ROOT, free_port, keeper_privileges, s3_answer
 from tests.pulumi_cli import Stack
 from tests.serving.load import SteadyLoad
-from tests.hosts.sim import (HOSTS, MODEL, complete, completions_served, containers, make_stack, on_host,
+from tests.hosts.sim import (HOSTS, LOCAL_IMAGE, MODEL, RCLONE_IMAGE, REGISTRY, complete, completions_served, containers, make_stack, on_host,
                              rclone_mounts, sim, start, stop, tear_down, url)
 
 RESULTS = ROOT / ".state" / f"e2e-hosts-{s3_under_test.KIND}.json"
@@ -114,6 +114,11 @@ def test_two_hosts(env):
         assert all(p.endswith(".keeper.json") for p in holders), holders
         for p in holders:
             assert on_host(h, f"stat -c '%a %U' {p}").strip() == "600 root", p
+        # the keepers: their own small image, least privilege, the tools root installed outside tools_dir
+        for name in on_host(h, "docker ps -q --filter label=rustfs-vllm.role=mount").split():
+            attrs = json.loads(on_host(h, f"docker inspect {name}"))[0]
+            env["timings"].setdefault("keepers", {})[h] = keeper_privileges(
+                attrs, f"{REGISTRY}/{LOCAL_IMAGE}", f"{REGISTRY}/{RCLONE_IMAGE}")
     state = json.dumps(stack.state())
     assert env["secret"] not in state and "PRIVATE KEY" not in state
     if s3_under_test.KIND == "rustfs":

