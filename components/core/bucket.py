@@ -22,6 +22,7 @@ class BucketArgs:
     purge: bool = False
     store: str = ""                  # where the objects live (server kind and volume, or endpoint)
     ca_bundle: str = ""              # rustfsCaBundle ("" = the system's CAs)
+    server: pulumi.Input[str] = ""   # the S3 server's container (S3Side.instance): a new one is checked again
 
 
 class Bucket(pulumi.ComponentResource):
@@ -32,6 +33,7 @@ class Bucket(pulumi.ComponentResource):
         super().__init__("rustfs-vllm:storage:Bucket", name, None, opts)
         self.resource = BucketResource(f"{name}-bucket", {
             "endpoint": args.endpoint, "bucket": args.bucket, "purge": args.purge, "store": args.store,
+            **({"server": args.server} if args.server else {}),
             "access_key": pulumi.Output.secret(args.access_key), "secret_key": pulumi.Output.secret(args.secret_key),
             **({"ca_bundle": args.ca_bundle} if args.ca_bundle else {}),  # absent when unset: no diff for old stacks
         }, pulumi.ResourceOptions(parent=self, depends_on=opts.depends_on if opts else None))

@@ -33,6 +33,7 @@ class ModelUploadArgs:
     file_workers: int = DEFAULT_FILE_WORKERS
     part_workers: int = DEFAULT_PART_WORKERS
     stack: str = ""                  # destroy reads purgeOnDestroy from Pulumi.<stack>.yaml as it is then
+    server: pulumi.Input[str] = ""   # the S3 server's container (S3Side.instance): a new one is listed again
 
 
 class ModelUpload(pulumi.ComponentResource):
@@ -50,6 +51,7 @@ class ModelUpload(pulumi.ComponentResource):
         self.resource = ModelUploadResource(f"{name}-objects", {
             "endpoint": args.endpoint, "bucket": args.bucket, "prefix": args.prefix, "source": args.source,
             "manifest": manifest, "purge": args.purge, "store": args.store,
+            **({"server": args.server} if args.server else {}),
             "file_workers": args.file_workers, "part_workers": args.part_workers,
             "access_key": pulumi.Output.secret(args.access_key), "secret_key": pulumi.Output.secret(args.secret_key),
             **({"ca_bundle": args.ca_bundle} if args.ca_bundle else {}),  # absent when unset: no diff for old stacks

@@ -51,11 +51,12 @@ def build_store(owner: pulumi.Resource, cfg: StackConfig, server: S3Side, keys: 
         after_server = pulumi.ResourceOptions(parent=owner, depends_on=[*server.ready, credentials, read[1]])
     bucket = Bucket("bucket", BucketArgs(
         endpoint=cfg.rustfs_endpoint, bucket=cfg.bucket, access_key=keys.access_key, secret_key=keys.secret_key,
-        purge=cfg.purge_on_destroy, store=server.store, ca_bundle=cfg.ca_bundle), after_server)
+        purge=cfg.purge_on_destroy, store=server.store, ca_bundle=cfg.ca_bundle, server=server.instance), after_server)
     uploads = {m.name: ModelUpload(f"model-{m.prefix}", ModelUploadArgs(
         endpoint=cfg.rustfs_endpoint, bucket=bucket.name, prefix=m.prefix, source=m.source,
         access_key=keys.access_key, secret_key=keys.secret_key, cache_dir=os.path.join(cfg.state_dir, "hash-cache"),
-        purge=cfg.purge_on_destroy, store=server.store, ca_bundle=cfg.ca_bundle, stack=cfg.stack), after_server)
+        purge=cfg.purge_on_destroy, store=server.store, ca_bundle=cfg.ca_bundle, stack=cfg.stack,
+        server=server.instance), after_server)
         for m in cfg.models}
     if not read:
         return Store(server, credentials, bucket, uploads, keys)
@@ -74,7 +75,9 @@ def scoped_read_key(owner: pulumi.Resource, cfg: StackConfig, server: S3Side, ke
               "store": server.store, **({"ca_bundle": cfg.ca_bundle} if cfg.ca_bundle else {})}
     key = ReadKeyResource("read-key", {**common, "user_base": read_policy.user_base(cfg.stack, cfg.bucket)}, opts)
     grant = ReadGrantResource("read-grant", {
-        **common, "user": key.read_access_key,
+        **common, "user": key.read_access_key, "server": server.instance,
+        # with it, a grant on a new server (the old one lost with its volume) makes the user again: same key
+        "secret": pulumi.Output.secret(key.read_secret_key),
         "policy": read_policy.policy_json(cfg.bucket, [m.prefix for m in cfg.models]),
     }, pulumi.ResourceOptions(parent=owner, depends_on=[key]))
     return key, grant

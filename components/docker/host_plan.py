@@ -20,8 +20,9 @@ from components.docker.copies import ModelCopy, ModelCopyArgs, copy_root
 from components.docker.mounts import (MountCache, MountCacheArgs, MountRoot, MountRootArgs, RcloneMount,
                                       RcloneMountArgs, keeper_name, remote_name)
 from components.hosts.types import Host
+from components.providers.purge_order import PurgeOrderResource
 from components.serving import streamer
-from components.serving.vllm import VllmServer, VllmServerArgs
+from components.serving.vllm import CPU_BIND, VllmServer, VllmServerArgs, cpu_binding
 
 
 class HostPlan:
@@ -49,6 +50,11 @@ class HostPlan:
         self.copies: dict[str, ModelCopy] = {}
         for m in cfg.models_on(host.name):
             self.servers[m.name] = self._model(m)
+        # Deleted first by destroy (it depends on the host's copies and cache): purgeOnDestroy as configured then
+        self.purge_order = PurgeOrderResource(f"{p}purge-order", {
+            "host": host.name, "cache_root": host.spec.mount_cache_dir, "purge": cfg.purge_on_destroy,
+            "stack": cfg.stack, "ssh": host.ssh_argv()},
+            pulumi.ResourceOptions(parent=owner, depends_on=[self.cache, *self.copies.values()]))
 
     def _model(self, m: ModelSpec) -> VllmServer:
         """``m``'s way in and its server on this host."""
@@ -98,6 +104,11 @@ class HostPlan:
         bucket, given the keys); GPUs from the model, the host or the stack."""
         host, cfg = self.host, self.cfg
         gpus = m.gpus if m.gpus is not None else host.spec.gpus if host.spec.gpus is not None else cfg.vllm_gpus
+        if cpu_binding(gpus) and CPU_BIND not in {**cfg.vllm_env, **m.env}:
+            pulumi.log.info(f"models[{m.name}] on {host.name}: {CPU_BIND}=nobind (the default on CPU: vLLM's own binding "
+                            "pins every server's worker to the same cores, and two models on one host starve each "
+                            "other; a container made before this default is replaced once). Set the model's env "
+                            f"{CPU_BIND} to bind it yourself")
         stream = dict(load_format=m.load_format, s3_endpoint=host.spec.s3_endpoint, access_key=self.keys.access_key,
                       secret_key=self.keys.secret_key, ca_bundle=cfg.ca_bundle) if streamed else {}
         return VllmServer(f"{host.prefix}vllm-{m.prefix}", VllmServerArgs(

@@ -147,11 +147,25 @@ def next_generation(marker_file: str, lost: Callable[[], bool], warning: str) ->
     return current
 
 
+def _lost(mount_path: str, where: str = "") -> str:
+    return (f"the rclone mount at {mount_path}{where} is not alive (rclone and its keeper died or were removed, or "
+            "it was unmounted); this run mounts it again (the container reading it stays)")
+
+
 def generation(marker_file: str, mount_path: str, alive: Optional[Callable[[str], bool]]) -> int:
     """The mount generation to ask for: the marker's, or the next one when that mount has died."""
-    return next_generation(marker_file, lambda: alive is not None and not alive(mount_path),
-                           f"the rclone mount at {mount_path} is not alive (rclone and its supervisor died, or it "
-                           "was unmounted); this run mounts it again (the container reading it stays)")
+    return next_generation(marker_file, lambda: alive is not None and not alive(mount_path), _lost(mount_path))
+
+
+def seen_generation(seen: Mapping[str, object], mount_path: str, host: str) -> int:
+    """The same from a remote host's answer ({"generation": the marker's or None, "state": ...})."""
+    current = seen.get("generation")
+    if not isinstance(current, int):
+        return 0
+    if seen.get("state") != "live":
+        pulumi.log.warn(_lost(mount_path, f" on host {host}"))
+        return current + 1
+    return current
 
 
 class RcloneMount(pulumi.ComponentResource):
@@ -162,8 +176,10 @@ class RcloneMount(pulumi.ComponentResource):
         r = args.remote
         mount_path = os.path.join(args.root, args.prefix)
         host = args.host
-        marker = host.marker_file(args.prefix)
-        gen = generation(marker, mount_path, host.mount_alive())
+        marker = host.mount_marker(args.prefix)
+        seen = host.mount_seen(args.prefix, mount_path)
+        gen = seen_generation(seen, mount_path, host.name) if seen is not None else \
+            generation(marker, mount_path, host.mount_alive())
         expect = json.dumps(expectations(args.manifest))
         env = pulumi.Output.all(args.endpoint, args.bucket, args.access_key, args.secret_key).apply(lambda v: {
             "RV_RCLONE": host.rclone, "RV_REMOTE": r, "RV_SOURCE": f"{v[1]}/{args.prefix}", "RV_ROOT": args.root,

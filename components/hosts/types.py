@@ -20,7 +20,7 @@ import pulumi
 import pulumi_command as command
 import pulumi_docker as docker
 
-from components.hosts import docker_facts, machine, ssh
+from components.hosts import docker_facts, machine, remote_mounts, ssh
 from components.config.spec import REMOTE_TOOLS_ROOT, HostSpec, StackConfig
 from components.paths import SCRIPTS
 
@@ -74,6 +74,21 @@ class Host(ABC):
     @abstractmethod
     def marker_file(self, prefix: str) -> str:
         """Where the mount tool records a mount's generation ("" where the program cannot look)."""
+
+    def mount_marker(self, prefix: str) -> str:
+        """Where the mount tool records the generation of ``prefix``'s mount, on the host."""
+        return self.marker_file(prefix)
+
+    def mount_seen(self, prefix: str, mount_path: str) -> Optional[dict]:
+        """What the host says of that mount ({"generation", "state"}); None: the program looks itself."""
+        return None
+
+    def look_at_mounts(self) -> None:
+        """Ask the host about its mounts (once, after preflight reached it): nothing to ask here."""
+
+    def ssh_argv(self) -> list[str]:
+        """``ssh ... host`` for a command on the host from this machine ([]: this machine)."""
+        return []
 
     def keeper_spec(self, prefix: str) -> str:
         """Where a mount's keeper reads its spec on the host (mode 0600: it holds the keys): root's,
@@ -152,6 +167,7 @@ class SshHost(Host):
             private_key=pulumi.Output.secret(cfg.ssh_private_key) if cfg.ssh_private_key else None,
             host_key=spec.host_key or None, dial_error_limit=DIAL_ATTEMPTS, per_dial_timeout=10)
         self._provider: Optional[docker.Provider] = None
+        self._mounts_seen: Optional[dict] = None
 
     def setup(self, owner: pulumi.Resource) -> None:
         from components.hosts.host_tools import HostTools, HostToolsArgs
@@ -180,6 +196,31 @@ class SshHost(Host):
 
     def marker_file(self, prefix: str) -> str:
         return ""
+
+    def mount_marker(self, prefix: str) -> str:
+        return f"{self.spec.tools_dir}/mounts/{self.cfg.stack}-{prefix}.json"
+
+    def mount_seen(self, prefix: str, mount_path: str) -> Optional[dict]:
+        """What the host said of that mount (look_at_mounts); {} when it was not asked (generation 0)."""
+        return (self._mounts_seen or {}).get("mounts", {}).get(prefix, {})
+
+    def look_at_mounts(self) -> None:
+        """Asked over SSH once per run, for every mount of the stack on the host (a keeper stopped or
+        removed there shows as a mount not alive); when the host does not answer, the generation it
+        last reported (kept on this machine), with a warning."""
+        mounts = {m.prefix: {"marker": self.mount_marker(m.prefix), "mount": f"{self.spec.mount_path}/{m.prefix}"}
+                  for m in self.cfg.models_on(self.name) if m.mounted}
+        self._mounts_seen = remote_mounts.look(self.ssh_argv(), self.spec.tools_dir, mounts,
+                                               self._seen_file(), env_stdin)
+        if self._mounts_seen.get("unreachable"):
+            pulumi.log.warn(f"host {self.name} did not answer over SSH: its mounts are not checked in this run "
+                            "(what they last reported is assumed)")
+
+    def ssh_argv(self) -> list[str]:
+        return ssh.ssh_argv(self.spec, self.files)
+
+    def _seen_file(self) -> str:
+        return os.path.join(self.cfg.state_dir, "mounts", self.cfg.stack, f"host-{self.name}.seen.json")
 
     @property
     def rclone(self) -> str:

@@ -36,7 +36,7 @@ from components.kube.mount import REVISION, host_path
 from components.kube import sizing
 from components.kube.names import dns_name, labels, meta
 from components.serving import streamer
-from components.serving.vllm import VllmServerArgs, shm_megabytes, vllm_argv
+from components.serving.vllm import CPU_BIND, VllmServerArgs, shm_megabytes, vllm_argv
 
 VLLM_PORT = 8000
 AWS_DIR = "/run/secrets/rustfs-vllm"
@@ -151,13 +151,6 @@ def pod_size(args: KubeModelArgs) -> sizing.PodSize:
     """The vLLM pod's requests and memory limit (components.kube.sizing)."""
     return sizing.vllm_pod(args.weights_bytes, args.kv_cache_space_gib, shm_megabytes(args.shm_size),
                            gpu_count(args.gpus), args.memory_gib, args.cpus)
-
-
-# vLLM on CPU pins its worker to cores of its own choosing ("auto": here core 0 in every pod), but pods
-# without exclusive CPUs share the node's: on the test cluster the new pod of a rolling step, pinned to
-# the core where the old pod's worker was busy serving, got no CPU time for 6 minutes (moved to the other
-# core by hand, it ran at once). "nobind" leaves the placement to the kernel; a model's env overrides it.
-CPU_BIND = "VLLM_CPU_OMP_THREADS_BIND"
 
 
 def _environment(args: KubeModelArgs) -> list[k8s.core.v1.EnvVarArgs]:

@@ -235,7 +235,8 @@ def copy_down(env: Mapping[str, str], mt: Any) -> None:
         return
     mt.remove_marker(env)
     size = mt._size_of(root)
-    if env.get("RV_PURGE", "0") == "1":
+    # the stack's cache root is two levels up (<mountCacheDir>/<prefix>/copy): the destroy's order is there
+    if mt.purge_asked(env, os.path.dirname(os.path.dirname(os.path.normpath(root)))):
         shutil.rmtree(root)
         print(f"removed the local copy at {root} ({size}), as purgeOnDestroy asks")
         return

@@ -16,7 +16,7 @@ import shutil
 import stat
 import sys
 import time
-from typing import Any, List, Mapping, Optional, Sequence
+from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 from .mount_hints import preflight
 from .mount_procs import mount_state, unmount_one
@@ -210,6 +210,21 @@ def unmount(env: Mapping[str, str]) -> None:
         print(f"removed the dead rclone mount at {env['RV_MOUNT']} (its rclone had died)")
     else:
         print(f"nothing was mounted at {env['RV_MOUNT']}")
+
+
+def mount_states(env: Mapping[str, str]) -> Dict[str, Dict[str, Any]]:
+    """RV_MOUNTS ({key: {"marker": file, "mount": path}}) as {key: {"generation": the marker's or
+    None, "state": "live", "dead" or ""}}: what the program asks of a remote host's mounts at preview
+    (``mount-states``; it changes nothing)."""
+    out: Dict[str, Dict[str, Any]] = {}
+    for key, where in json.loads(env.get("RV_MOUNTS") or "{}").items():
+        try:
+            with open(where["marker"], encoding="utf-8") as fh:
+                generation: Optional[int] = int(json.load(fh).get("generation", 0))
+        except (OSError, ValueError, AttributeError):
+            generation = None
+        out[key] = {"generation": generation, "state": mount_state(os.path.realpath(where["mount"]), timeout=10)}
+    return out
 
 
 def remove_marker(env: Mapping[str, str]) -> None:

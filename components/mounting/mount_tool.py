@@ -44,8 +44,12 @@ from argv, so ``ps`` shows no credential:
   its image, its name, the mode-0600 spec it reads (rclone's argv and credentials) and the stack
   whose vLLM containers it starts once mounted; without them rclone runs under the supervisor
   below instead (a mount that a host restart does not bring back)
+- RV_MOUNTS: ``mount-states`` only: JSON {key: {"marker": RV_MARKER, "mount": RV_MOUNT}}; it prints
+  {key: {"generation": the marker's or null, "state": "live", "dead" or ""}} and changes nothing
 - RV_CACHE_ROOT: the stack's cache folder (mountCacheDir), one rclone --cache-dir per model in it;
-  RV_PURGE: "1": cache-down removes the caches (purgeOnDestroy); else it says where they are
+  RV_PURGE: "1": cache-down removes the caches (purgeOnDestroy); else it says where they are. A fresh
+  ``<RV_CACHE_ROOT>/.rustfs-vllm-purge`` (written at the start of `pulumi destroy` with purgeOnDestroy as
+  the configuration says then) wins over it, here and in copy-down
 
 rclone runs in the foreground under a small supervisor (this file, run as
 ``mount_tool.py rustfs-vllm-mount-supervisor MOUNT RCLONE mount ...`` in its own session): when
@@ -65,7 +69,8 @@ import sys
 from types import SimpleNamespace
 from typing import Any, Callable, Dict, List, Mapping, Sequence, TextIO
 
-USAGE = "usage: rclone-mount root-up|root-down|mount|unmount|cache-up|cache-down|copy-up|copy-down [--env-stdin]"
+USAGE = ("usage: rclone-mount root-up|root-down|mount|unmount|cache-up|cache-down|copy-up|copy-down|mount-states "
+         "[--env-stdin]")
 # the parts beside this file, in the order they load (each only needs the ones before it); HostTools ships them
 PARTS = ("tool_base", "mountinfo", "supervisor", "mount_procs", "mount_hints", "mount_root", "model_mount",
          "vfs_cache")
@@ -120,7 +125,9 @@ mount, unmount, fail_mount = model_mount.mount, model_mount.unmount, model_mount
 visibility_problem, wait_visible = model_mount.visibility_problem, model_mount.wait_visible
 fuse_device, _mount_point_ready = model_mount.fuse_device, model_mount._mount_point_ready
 _ca_flags, _wait_mounted, remove_marker = model_mount._ca_flags, model_mount._wait_mounted, model_mount.remove_marker
+mount_states = model_mount.mount_states
 cache_up, cache_down, _size_of = vfs_cache.cache_up, vfs_cache.cache_down, vfs_cache._size_of
+purge_asked = vfs_cache.purge_asked
 
 ACTIONS: Dict[str, Callable[[Mapping[str, str]], None]] = {
     "root-up": root_up, "root-down": root_down, "mount": mount, "unmount": unmount,
@@ -144,6 +151,11 @@ def read_env_stdin(stream: TextIO, env: Dict[str, str]) -> None:
 
 def run(action: str, env: Dict[str, str]) -> None:
     """Run one action with ``env`` (the process environment, or what came on stdin on top of it)."""
+    if action == "mount-states":     # read only: the markers and mounts the program asks about
+        import json
+
+        print(json.dumps(mount_states(env)))
+        return
     if action.startswith("copy-"):
         sibling("copy_tool").run(action, env, SimpleNamespace(**globals()))   # this module's helpers
         return

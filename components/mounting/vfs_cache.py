@@ -9,12 +9,32 @@ tool, shipped with mount_tool.py to remote serving hosts (HostTools). It is load
 """
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
+import time
 from typing import Mapping
 
 from .tool_base import _rmdir
+
+# written at the start of `pulumi destroy` (components/providers/purge_order.py): purgeOnDestroy as the
+# configuration says then, which the state's RV_PURGE (the last up's) does not know
+PURGE_ORDER = ".rustfs-vllm-purge"
+PURGE_ORDER_FRESH_S = 6 * 3600       # an order older than this (a destroy that failed long ago) is ignored
+
+
+def purge_asked(env: Mapping[str, str], cache_root: str) -> bool:
+    """purgeOnDestroy for what is under ``cache_root``: the destroy's order when there is a fresh one,
+    else RV_PURGE (the value of the last up)."""
+    try:
+        with open(os.path.join(cache_root, PURGE_ORDER), encoding="utf-8") as fh:
+            order = json.load(fh)
+        if time.time() - float(order["at"]) < PURGE_ORDER_FRESH_S:
+            return bool(order["purge"])
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    return env.get("RV_PURGE", "0") == "1"
 
 
 def cache_up(env: Mapping[str, str]) -> None:
@@ -40,7 +60,7 @@ def cache_down(env: Mapping[str, str]) -> None:
         print(f"no rclone VFS cache at {root}")
         return
     size = _size_of(root)
-    if env.get("RV_PURGE", "0") != "1":
+    if not purge_asked(env, root):
         print(f"kept the rclone VFS cache at {root} ({size} on disk): remove it with rm -rf {root}, or set "
               "purgeOnDestroy to remove it with the stack")
         return
@@ -55,5 +75,9 @@ def cache_down(env: Mapping[str, str]) -> None:
             os.remove(d.rstrip("/"))
         else:
             shutil.rmtree(d)
+    try:
+        os.remove(os.path.join(root, PURGE_ORDER))
+    except OSError:
+        pass
     _rmdir(root)
     print(f"removed the rclone VFS cache at {root} ({size}), as purgeOnDestroy asks")

@@ -7,7 +7,9 @@ destroy still succeeds, so destroy never loses data it was not told to delete.
 ``store`` names where the objects live (the server kind and its volume, or the external
 endpoint). When it changes, e.g. a new ``rustfsVolume`` or ``s3Server``, the server answering on the
 same endpoint is a different one: the update makes sure the bucket exists there (created or
-adopted anew), instead of trusting the state about a server that is gone.
+adopted anew), instead of trusting the state about a server that is gone. ``server`` (the S3
+server's container) does the same for a new container of the same server: its volume may have been
+lost with it, and refresh could not tell while the server was down.
 """
 from __future__ import annotations
 
@@ -56,12 +58,14 @@ class BucketProvider(ResourceProvider):
     def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
         replaces = [k for k in REPLACE_ON if olds.get(k) != news.get(k)]
         changed = replaces or any(olds.get(k) != news.get(k)
-                                    for k in ("access_key", "secret_key", "purge", "store", "ca_bundle"))
+                                    for k in ("access_key", "secret_key", "purge", "store", "ca_bundle", "server"))
         return DiffResult(changes=bool(changed), replaces=replaces, delete_before_replace=False)
 
     def update(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
-        if olds.get("store") != news.get("store"):     # another server behind the endpoint
-            return UpdateResult({**news, "adopted": self._ensure(news)})
+        if olds.get("store") != news.get("store") or olds.get("server") != news.get("server"):
+            # another server behind the endpoint, or a new container of it (its volume may be new too: a
+            # lost volume converges in one `up --refresh`): the bucket is made sure of there
+            return UpdateResult({**news, "adopted": self._ensure(news) and olds.get("adopted", True)})
         return UpdateResult({**news, "adopted": olds.get("adopted", True)})
 
     def read(self, id_: str, props: dict[str, Any]) -> ReadResult:

@@ -29,7 +29,7 @@ REPLACE_ON = ("endpoint", "bucket", "prefix")
 DEFAULT_FILE_WORKERS = 4
 DEFAULT_PART_WORKERS = 1
 UPDATE_ON = ("manifest", "source", "access_key", "secret_key", "purge", "file_workers", "part_workers", "store",
-             "ca_bundle", "stack")
+             "ca_bundle", "stack", "server")
 
 
 PROGRESS_EVERY = 5.0  # seconds between progress lines of a running upload
@@ -243,6 +243,21 @@ def upload_error(exc: BaseException, props: dict[str, Any], needed: int) -> str:
     return message
 
 
+def purge_in_config(stack: Optional[str], folder: str = "") -> Optional[bool]:
+    """purgeOnDestroy as ``Pulumi.<stack>.yaml`` says now (in the project folder, a dynamic provider's
+    working folder); None when the file cannot tell (no stack recorded yet, no such file)."""
+    if not stack:
+        return None
+    path = os.path.join(folder or os.getcwd(), f"Pulumi.{stack}.yaml")
+    try:
+        with open(path, encoding="utf-8") as fh:
+            config = (yaml.safe_load(fh) or {}).get("config") or {}
+    except (OSError, yaml.YAMLError, AttributeError):
+        return None
+    value = config.get("rustfs-vllm:purgeOnDestroy", False)
+    return value is True or str(value).strip().lower() == "true"
+
+
 def configured_purge(props: dict[str, Any], folder: str = "") -> bool:
     """purgeOnDestroy as the stack's configuration says at destroy time. ``pulumi destroy`` works from
     the deployed state, which holds the value of the last ``up``; a ``pulumi config set purgeOnDestroy``
@@ -250,19 +265,12 @@ def configured_purge(props: dict[str, Any], folder: str = "") -> bool:
     and that is what is followed, either way, saying so. The deployed value when the file cannot tell
     (no ``stack`` recorded yet, no such file, config kept elsewhere)."""
     deployed = bool(props.get("purge"))
-    stack = props.get("stack")
-    if not stack:
+    now = purge_in_config(props.get("stack"), folder)
+    if now is None:
         return deployed
-    path = os.path.join(folder or os.getcwd(), f"Pulumi.{stack}.yaml")
-    try:
-        with open(path, encoding="utf-8") as fh:
-            config = (yaml.safe_load(fh) or {}).get("config") or {}
-    except (OSError, yaml.YAMLError, AttributeError):
-        return deployed
-    value = config.get("rustfs-vllm:purgeOnDestroy", False)
-    now = value is True or str(value).strip().lower() == "true"
+    path = f"Pulumi.{props.get('stack')}.yaml"
     if now != deployed:
-        print(f"model {props.get('prefix')}: purgeOnDestroy is {str(now).lower()} in {os.path.basename(path)} "
+        print(f"model {props.get('prefix')}: purgeOnDestroy is {str(now).lower()} in {path} "
               f"(the stack was last deployed with {str(deployed).lower()}): following the configuration, "
               f"{'removing' if now else 'keeping'} the model's objects", flush=True)
     return now
@@ -294,7 +302,8 @@ class ModelUploadProvider(ResourceProvider):
     def update(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
         # another server behind the endpoint (``store`` changed): nothing of the old manifest is
         # known to be there, so compare with a listing, as a create does
-        same_store = olds.get("store") == news.get("store")
+        # (or a new container of the server, ``server``: its volume may be new, and empty)
+        same_store = olds.get("store") == news.get("store") and olds.get("server") == news.get("server")
         stats = sync(news, olds.get("manifest") if same_store else None)
         return UpdateResult(self._outs(news, stats))
 

@@ -2,8 +2,10 @@
 stack's model prefixes (components/storage/read_policy.py), attached to that user.
 
 - create: the canned policy ``rustfs-vllm-<user>`` and its attachment to the user;
-- update (another model list, bucket, root keys, CA): the same two calls: the policy changes in place
-  and takes effect at the user's next request (tried on RustFS 1.0.1: no new login, no remount);
+- update (another model list, bucket, root keys, CA, a new server container): the same two calls: the
+  policy changes in place and takes effect at the user's next request (tried on RustFS 1.0.1: no new
+  login, no remount); a user the server no longer has (its volume lost) is made again first, with the
+  ReadKey's secret (``secret``), so the readers' key stays the same;
 - delete: the user, then the policy (RustFS refuses to remove a policy still attached); already gone
   is success; a server that does not answer (gone with its container) leaves them to it, said in one
   line. A replacement (the ReadKey replaced: a rotation) removes the old user after the new one reads;
@@ -21,13 +23,27 @@ from components.dynamic import secret_outputs
 from components.errors import ProviderError
 from components.storage import admin_api, read_policy
 
-INPUTS = ("endpoint", "policy", "access_key", "secret_key", "ca_bundle", "store")
+INPUTS = ("endpoint", "policy", "access_key", "secret_key", "ca_bundle", "store", "server", "secret")
+
+
+def _user_missing(props: dict[str, Any], admin: Any, user: str) -> bool:
+    try:
+        admin.user_info(user)
+    except Exception as exc:  # noqa: BLE001 - classified below
+        if admin_api.is_missing(exc):
+            return True
+        raise ProviderError(admin_api.explain(exc, props, f"look up user {user}")) from None
+    return False
 
 
 def grant(props: dict[str, Any]) -> None:
-    """The policy and its attachment: idempotent, each step as it stands."""
+    """The policy and its attachment: idempotent, each step as it stands. On a server that lost the
+    user (a new container on a new volume) the user is made again with the key's own secret, so the
+    readers keep the key they hold."""
     admin, user = admin_api.admin_for(props), props["user"]
     name = read_policy.policy_name(user)
+    if props.get("secret") and _user_missing(props, admin, user):
+        admin_api.call(props, f"add user {user} again", lambda: admin.user_add(user, props["secret"]))
     admin_api.call(props, f"add policy {name}", lambda: admin.policy_add(name, policy=json.loads(props["policy"])))
     admin_api.call(props, f"attach policy {name} to {user}", lambda: admin.policy_set(name, user=user))
 
@@ -75,4 +91,5 @@ class ReadGrantProvider(ResourceProvider):
 
 class ReadGrantResource(Resource, module="rustfs-vllm", name="ReadGrant"):
     def __init__(self, name: str, props: dict[str, Any], opts: Optional[pulumi.ResourceOptions] = None) -> None:
-        super().__init__(ReadGrantProvider(), name, props, secret_outputs(opts))
+        super().__init__(ReadGrantProvider(), name, props, pulumi.ResourceOptions.merge(
+            secret_outputs(opts), pulumi.ResourceOptions(additional_secret_outputs=["secret"])))

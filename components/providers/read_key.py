@@ -15,8 +15,11 @@ when they do not (a dynamic resource's outputs are unknown at the preview of its
   It can do nothing until its ReadGrant attaches the policy.
 - the root keys given here are for the create only: a change of them is not a change of this resource
   (the ReadGrant, which holds the current ones, removes the user);
-- read (refresh): a user the server no longer has is gone, and the next `up` makes it again; keys
-  the server no longer takes (rotated since) leave the state as it is;
+- read (refresh): a user the server no longer has is gone, and the next `up` makes it again. Keys the
+  server no longer takes (the root keys rotated since this user was made) are followed by the stack's
+  current root keys (``configure``: the engine gives dynamic providers the stack's configuration), so a
+  refresh after a rotation still sees a read user deleted behind the program's back; when neither is
+  taken, the state is left as it is;
 - delete: nothing of its own: the ReadGrant, deleted before it, removed the user with the current keys.
 
 The secret is an output of this resource, secret in the state and wherever it flows.
@@ -27,7 +30,7 @@ import secrets
 from typing import Any, Optional
 
 import pulumi
-from pulumi.dynamic import CreateResult, DiffResult, ReadResult, Resource, ResourceProvider
+from pulumi.dynamic import ConfigureRequest, CreateResult, DiffResult, ReadResult, Resource, ResourceProvider
 
 from components.dynamic import secret_outputs
 from components.errors import ProviderError
@@ -69,7 +72,28 @@ def free_user(props: dict[str, Any], admin: Any) -> str:
                         f"rustfs-vllm-<user>), then run `pulumi up` again")
 
 
+NAMESPACE = "rustfs-vllm"
+
+
 class ReadKeyProvider(ResourceProvider):
+    current: Optional[tuple[str, str]] = None      # the stack's root keys as configured now (configure)
+
+    def configure(self, req: ConfigureRequest) -> None:
+        access, secret = req.config.get(f"{NAMESPACE}:rustfsAccessKey"), req.config.get(f"{NAMESPACE}:rustfsSecretKey")
+        self.current = (str(access), str(secret)) if access and secret else None
+
+    def _look(self, id_: str, props: dict[str, Any]) -> Optional[bool]:
+        """Whether the server has user ``id_`` (None: these keys cannot tell: refused, or no server)."""
+        try:
+            admin_api.admin_for(props).user_info(id_)
+        except Exception as exc:  # noqa: BLE001
+            if admin_api.is_missing(exc):
+                return False
+            if admin_api.is_unreachable(exc) or admin_api.is_refused(exc):
+                return None
+            raise ProviderError(admin_api.explain(exc, props, f"look up user {id_}")) from None
+        return True
+
     def create(self, props: dict[str, Any]) -> CreateResult:
         admin = admin_api.admin_for(props)
         user, secret = free_user(props, admin), secrets.token_hex(20)
@@ -81,15 +105,13 @@ class ReadKeyProvider(ResourceProvider):
         return DiffResult(changes=bool(replaces), replaces=replaces, delete_before_replace=False)
 
     def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
-        try:
-            admin_api.admin_for(props).user_info(id_)
-        except Exception as exc:  # noqa: BLE001
-            if admin_api.is_missing(exc):
-                return ReadResult(None, {})
-            if admin_api.is_unreachable(exc) or admin_api.is_refused(exc):
-                return ReadResult(id_, props)   # the server is lost, or the keys were rotated: nothing to tell
-            raise ProviderError(admin_api.explain(exc, props, f"look up user {id_}")) from None
-        return ReadResult(id_, props)
+        found = self._look(id_, props)
+        if found is None and self.current and self.current != (props.get("access_key"), props.get("secret_key")):
+            # the keys it was made with were rotated since: the stack's current ones look instead
+            found = self._look(id_, {**props, "access_key": self.current[0], "secret_key": self.current[1]})
+        if found is False:
+            return ReadResult(None, {})
+        return ReadResult(id_, props)   # there, or nobody can tell (the server is lost): nothing to change
 
     def delete(self, id_: str, props: dict[str, Any]) -> None:
         return None    # the ReadGrant removed the user (see the module's text)

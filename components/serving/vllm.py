@@ -134,6 +134,19 @@ def docker_gpus(gpus: str) -> Optional[str]:
     return f'"device={gpus}"'
 
 
+# vLLM on CPU pins its worker to cores of its own choosing ("auto": core 0 for every server), but servers
+# without exclusive CPUs share the machine's: on the test cluster the new pod of a rolling step, pinned
+# to the core where the old pod's worker was busy serving, got no CPU time for 6 minutes, and two models
+# on one Docker host starved each other the same way. "nobind" leaves the placement to the kernel, on
+# every target; a model's env (or vllmEnv) overrides it.
+CPU_BIND = "VLLM_CPU_OMP_THREADS_BIND"
+
+
+def cpu_binding(gpus: str) -> dict[str, str]:
+    """The default CPU binding of a server with ``gpus`` ("" = CPU): nobind on CPU, vLLM's own on GPUs."""
+    return {} if gpus else {CPU_BIND: "nobind"}
+
+
 class VllmServer(pulumi.ComponentResource):
     base_url: pulumi.Output[str]
     served_name: pulumi.Output[str]
@@ -143,7 +156,7 @@ class VllmServer(pulumi.ComponentResource):
         super().__init__("rustfs-vllm:serving:VllmServer", name, None, opts)
         api_key = pulumi.Output.secret(args.api_key)
         cache = _compile_cache(name, args, self) if args.compile_cache else None
-        env = {**(COMPILE_CACHE_ENV if cache else {}), **dict(args.env),
+        env = {**cpu_binding(args.gpus), **(COMPILE_CACHE_ENV if cache else {}), **dict(args.env),
                **({"VLLM_CPU_KVCACHE_SPACE": f"{args.kv_cache_space_gib:g}"} if args.kv_cache_space_gib else {}),
                **(streamer.env(args.s3_endpoint, bool(args.ca_bundle)) if args.streamed else {})}
         uploads = _uploads(args, api_key)

@@ -50,7 +50,11 @@ class DockerTarget(Target):
 
     def preflight(self) -> list[str]:
         """Ports, images, FUSE, TLS, SSH, GPUs, names: what `up` would fail on once started."""
-        return preflight.check(self.cfg, preflight.Machines(self.cfg, self.hosts))
+        problems = preflight.check(self.cfg, preflight.Machines(self.cfg, self.hosts))
+        if not problems:     # the hosts answered: each says how its mounts are (a lost keeper is mounted again)
+            for host in self.hosts:
+                host.look_at_mounts()
+        return problems
 
     def s3_server(self, owner: pulumi.ComponentResource, keys: Keys) -> S3Side:
         cfg = self.cfg

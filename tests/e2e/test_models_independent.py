@@ -241,6 +241,34 @@ def test_5_credential_rotation_replaces_only_what_holds_the_secret(world):
     assert out.exit_code == 0
 
 
+@pytest.mark.skipif(s3_under_test.KIND != "rustfs", reason="readKeys scoped needs real RustFS's users")
+def test_5b_a_read_user_deleted_after_the_rotation_is_seen_by_refresh_and_made_again(world):
+    """After the root keys' rotation (test 5), the read user is deleted behind the program's back: the
+    ReadKey's refresh looks with the stack's current root keys (its state holds the old ones, which
+    RustFS now refuses), so preview --refresh shows a new key; up makes it and remounts, A serves on."""
+    from components.storage import admin_api, read_policy
+
+    stack = world["stack"]
+    props = {"endpoint": f"http://127.0.0.1:{world['s3_port']}", "access_key": world["access"],
+             "secret_key": world["secret"]}
+    admin = admin_api.admin_for(props)
+    base = read_policy.user_base(stack.name, BUCKET)
+    users = [u for u in json.loads(admin.user_list()) if u.startswith(base)]
+    assert len(users) == 1, users
+    admin.user_remove(users[0])
+    steps = json.loads(stack.run("preview", "--refresh", "--json").stdout)["steps"]
+    ops = {s["urn"].split("::")[-1]: s["op"] for s in steps if s["op"] not in ("same", "read", "refresh")}
+    assert ops.get("read-key") in ("create", "replace"), ops
+    with Poller(world["base_a"], "smollm2-a") as p:
+        stack.run("up", "--refresh", "--yes", "--skip-preview")
+    _results["read user deleted after rotation"] = {**p.summary(), "plan": ops}
+    assert p.failed == 0, p.summary()
+    now = [u for u in json.loads(admin.user_list()) if u.startswith(base)]
+    assert len(now) == 1 and now != users, now
+    assert answers(world, "a") and vllm(world, "a").id == world["a_id"]
+    stack.run("preview", "--refresh", "--expect-no-changes")
+
+
 def test_6_removing_b_keeps_its_objects_and_leaves_a_alone(world):
     set_models(world, ["a"])
     ops = plan(world["stack"])

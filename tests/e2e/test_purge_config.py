@@ -3,9 +3,10 @@ engine (issue 29). Destroy works from the deployed state; the upload's delete re
 Pulumi.<stack>.yaml at destroy time and follows it, saying so:
 
 1. up with purgeOnDestroy false, then `pulumi config set purgeOnDestroy true`, then destroy: the
-   model's objects are gone.
+   model's objects are gone, and so are its copy and the VFS cache on the host (issue 37: destroy
+   tells the host first, components/providers/purge_order.py).
 2. up with purgeOnDestroy true, then `pulumi config set purgeOnDestroy false`, then destroy: every
-   object is kept.
+   object is kept, and the copy on the host too.
 
 One small model, loadFormat local_copy, no smoke test; the server is tests/s3_under_test.py's
 (real RustFS under `make test-rustfs`, else the rclone serve s3 stand-in, NOT RustFS).
@@ -58,5 +59,17 @@ def test_destroy_follows_purge_on_destroy_set_after_the_last_up(tmp_path: Path):
                 assert left == files, "set purgeOnDestroy false, then destroy: objects were removed"
             said = out.stdout + out.stderr
             assert "Traceback" not in said
+            # the host's copy and VFS cache follow the same value (issue 37), saying so, one line each
+            cache = tmp_path / "cache"
+            left_on_host = sorted(str(p.relative_to(cache)) for p in cache.rglob("*")) if cache.exists() else []
+            if at_destroy:
+                assert left_on_host == [], f"set purgeOnDestroy true, then destroy: left on the host {left_on_host[:5]}"
+                assert "host local: purgeOnDestroy is true" in said and "removed the local copy" in said, said[-3000:]
+                assert "set purgeOnDestroy to remove it" not in said, said[-3000:]
+            else:
+                assert any(p.endswith("model.safetensors") for p in left_on_host), left_on_host
+                assert "host local: purgeOnDestroy is false" in said and "kept the local copy" in said, said[-3000:]
+            for line in said.splitlines():   # no two of these messages run together on one line
+                assert line.count("purgeOnDestroy is") <= 1 and line.count(" at /") <= 1, line
     finally:
         stack.teardown(volume)

@@ -125,7 +125,9 @@ def test_serving_hosts_read_with_a_scoped_key(tmp_path: Path):
                 assert access not in inspect and secret not in inspect, c.name
         assert not any(k in process_command_lines() for k in (access, secret, key[1]))
         assert secret not in all_environments(), "a process on this host holds the root secret"
-        spec_files = [p for p in (ROOT / ".state" / "mounts").rglob("*") if p.is_file() and stack.name in str(p)]
+        spec_files = [p for d in (ROOT / ".state" / "mounts", Path("/var/lib/rustfs-vllm") / prefix)
+                      for p in d.rglob("*") if p.is_file() and stack.name in str(p)]
+        assert any(p.name.endswith(".keeper.json") for p in spec_files), spec_files
         assert spec_files and not any(secret in p.read_text(errors="replace") for p in spec_files)
         state = json.dumps(stack.state())
         assert access not in state and secret not in state and key[1] not in state

@@ -33,8 +33,8 @@ from tests import s3_under_test
 from tests.helpers import ROOT, free_port, keeper_privileges, s3_answer
 from tests.pulumi_cli import Stack
 from tests.serving.load import SteadyLoad
-from tests.hosts.sim import (HOSTS, LOCAL_IMAGE, MODEL, RCLONE_IMAGE, REGISTRY, complete, completions_served, containers, make_stack, on_host,
-                             rclone_mounts, sim, start, stop, tear_down, url)
+from tests.hosts.sim import (HOSTS, LOCAL_IMAGE, MODEL, RCLONE_IMAGE, REGISTRY, complete, completions_served,
+                             containers, make_stack, on_host, rclone_mounts, sim, start, stop, tear_down, url)
 
 RESULTS = ROOT / ".state" / f"e2e-hosts-{s3_under_test.KIND}.json"
 
@@ -205,6 +205,22 @@ def test_two_hosts(env):
     env["timings"]["b_restarted_serving_again_s"] = round(time.monotonic() - restarted, 1)
     assert containers("a", stack.name) == a_before
     stack.run("preview", "--refresh", "--expect-no-changes", label="preview_refresh_after_b_restart")
+
+    # 5d. host a's keeper of model "one" is removed (docker rm -f: its rclone killed, a dead mount left):
+    #     nothing on the host brings it back; preview --refresh sees it over SSH and shows only that
+    #     mount to redo; up mends it and "one" serves again, its container kept
+    one_box = containers("a", stack.name)[f"{env['prefix']}-vllm-one"]
+    on_host("a", f"docker rm -f {env['prefix']}-mount-one >/dev/null")
+    removed = time.monotonic()
+    steps = json.loads(stack.run("preview", "--refresh", "--json", label="preview_keeper_removed").stdout)["steps"]
+    redo = {s["urn"].split("::")[-1] for s in steps if s["op"] not in ("same", "read", "refresh")}
+    assert redo == {"a-mount-one-command"}, redo
+    stack.run("up", "--yes", "--skip-preview", label="up_keeper_removed")
+    assert complete(url("a", 8102), "one")
+    env["timings"]["a_keeper_removed_serving_again_s"] = round(time.monotonic() - removed, 1)
+    assert containers("a", stack.name)[f"{env['prefix']}-vllm-one"] == one_box
+    assert on_host("a", f"docker inspect -f '{{{{.State.Running}}}}' {env['prefix']}-mount-one").strip() == "true"
+    stack.run("preview", "--refresh", "--expect-no-changes", label="preview_refresh_after_keeper_mended")
 
     # 6. host b goes down (sshd, Docker and mounts gone): preview and up stop before changing
     #    anything, naming the host; destroy removes what it can on host a and fails for b's resources;

@@ -185,10 +185,13 @@ def test_3_up_refresh_right_after_a_restart_converges(world):
 HEALER = {"mount root": "the host: A's keeper makes the root's shared bind and the mount again",
           "A's rclone": "the host: A's keeper mounts again",
           "A's vLLM container": "the run: refresh finds it gone, up creates it",
-          "the S3 server's container": "the run: refresh finds it gone, up creates it on its kept volume"}
+          "the S3 server's container": "the run: refresh finds it gone, up creates it on its kept volume",
+          "the S3 server's container and volume": "the run: up creates both; the new container has the bucket, the "
+                                                  "uploads and the read user checked and made again in the same run"}
 
 
-@pytest.mark.parametrize("loss", ["mount root", "A's rclone", "A's vLLM container", "the S3 server's container"])
+@pytest.mark.parametrize("loss", ["mount root", "A's rclone", "A's vLLM container", "the S3 server's container",
+                                  "the S3 server's container and volume"])
 def test_4_each_loss_alone_then_up_refresh(world, loss):
     w = world
     b_before = started_at(w, "b")
@@ -203,6 +206,8 @@ def test_4_each_loss_alone_then_up_refresh(world, loss):
         [server] = client.containers.list(all=True, filters={"label": [f"rustfs-vllm.stack={w['stack'].name}",
                                                                       "rustfs-vllm.role=s3-server"]})
         server.remove(force=True)
+        if loss.endswith("and volume"):      # as a user would lose it: by hand, with everything it held
+            client.volumes.get(f"{w['prefix']}-data").remove(force=True)
     started = time.monotonic()
     w["stack"].run("up", "--refresh", "--yes", "--skip-preview")
     took = wait_serving(w)

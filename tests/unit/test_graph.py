@@ -66,7 +66,9 @@ def test_components_and_real_provider_types(dev):
         "pulumi-python:dynamic/rustfs-vllm:Bucket", "pulumi-python:dynamic/rustfs-vllm:ModelUpload",
         "pulumi-python:dynamic/rustfs-vllm:Completion", "pulumi-python:dynamic/rustfs-vllm:CredentialCheck",
         # readKeys scoped: the default with s3Server rustfs
-        "pulumi-python:dynamic/rustfs-vllm:ReadKey", "pulumi-python:dynamic/rustfs-vllm:ReadGrant"])
+        "pulumi-python:dynamic/rustfs-vllm:ReadKey", "pulumi-python:dynamic/rustfs-vllm:ReadGrant",
+        # what destroy tells each host about purgeOnDestroy before its copies and caches go
+        "pulumi-python:dynamic/rustfs-vllm:PurgeOrder"])
     # no hand-written container or command provider is left
     assert not [r for r in dev.resources if r.typ.endswith(("rustfs-vllm:Container", "rustfs-vllm:LocalCommand"))]
     # every custom resource sits inside a component of ours, inside the stack component

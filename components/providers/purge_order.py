@@ -1,0 +1,77 @@
+"""Dynamic provider: what `pulumi destroy` tells a serving host about purgeOnDestroy before the host's
+copies and VFS caches go.
+
+``pulumi destroy`` works from the deployed state: the copies' and the VFS cache's delete commands carry
+the purgeOnDestroy of the last ``up`` (RV_PURGE). This resource depends on them, so destroy deletes it
+first; its delete reads purgeOnDestroy as ``Pulumi.<stack>.yaml`` says then (as the uploads' delete
+does) and writes it, with the time, to ``<mountCacheDir>/.rustfs-vllm-purge`` on the host (over SSH
+for a remote one); the mount tool's ``copy-down`` and ``cache-down`` follow a fresh order over RV_PURGE
+(components/mounting/vfs_cache.py). A host that cannot be told is said in one line; its copies and
+cache then follow the deployed value. Create and update record the values and do nothing else.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import subprocess
+import time
+from typing import Any, Optional
+
+import pulumi
+from pulumi.dynamic import CreateResult, DiffResult, Resource, ResourceProvider, UpdateResult
+
+from components.providers.model_upload import purge_in_config
+
+ORDER = ".rustfs-vllm-purge"      # components/mounting/vfs_cache.PURGE_ORDER
+
+
+def write_order(props: dict[str, Any], purge: bool) -> Optional[str]:
+    """The order on the host; why it could not be written, or None."""
+    root, text = props["cache_root"], json.dumps({"purge": purge, "at": time.time()})
+    ssh = props.get("ssh") or []
+    try:
+        if not ssh:
+            if not os.path.isdir(root):
+                return None                       # nothing cached there: nothing to tell
+            with open(os.path.join(root, ORDER), "w", encoding="utf-8") as fh:
+                fh.write(text)
+            return None
+        script = (f"[ -d {shlex.quote(root)} ] || exit 0; "
+                  f"cat > {shlex.quote(os.path.join(root, ORDER))}")
+        proc = subprocess.run([*ssh, script], input=text, capture_output=True, text=True, timeout=40, check=False)
+        return None if proc.returncode == 0 else (proc.stderr.strip().splitlines() or [f"exit {proc.returncode}"])[-1]
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return str(exc)
+
+
+class PurgeOrderProvider(ResourceProvider):
+    def create(self, props: dict[str, Any]) -> CreateResult:
+        return CreateResult(f"purge-order-{props['host']}", dict(props))
+
+    def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
+        keys = ("host", "cache_root", "purge", "stack", "ssh")
+        return DiffResult(changes=any(olds.get(k) != news.get(k) for k in keys), replaces=[],
+                          delete_before_replace=False)
+
+    def update(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
+        return UpdateResult(dict(news))
+
+    def delete(self, _id: str, props: dict[str, Any]) -> None:
+        deployed = bool(props.get("purge"))
+        now = purge_in_config(props.get("stack"))
+        purge = deployed if now is None else now
+        trouble = write_order(props, purge)
+        host, root = props["host"], props["cache_root"]
+        if trouble:
+            print(f"host {host}: could not tell it purgeOnDestroy is {str(purge).lower()} ({trouble}); its "
+                  f"copies and VFS caches under {root} follow the last up's value ({str(deployed).lower()})", flush=True)
+        elif now is not None and now != deployed:
+            print(f"host {host}: purgeOnDestroy is {str(now).lower()} in Pulumi.{props.get('stack')}.yaml (the stack "
+                  f"was last deployed with {str(deployed).lower()}): following the configuration, "
+                  f"{'removing' if now else 'keeping'} the copies and VFS caches under {root}", flush=True)
+
+
+class PurgeOrderResource(Resource, module="rustfs-vllm", name="PurgeOrder"):
+    def __init__(self, name: str, props: dict[str, Any], opts: Optional[pulumi.ResourceOptions] = None) -> None:
+        super().__init__(PurgeOrderProvider(), name, props, opts)
