@@ -170,9 +170,15 @@ def write_spec(path: str, spec: Mapping[str, Any]) -> None:
 
 
 def remove_spec(path: str) -> None:
-    """The keeper's SPEC gone (unmount, a failed mount): no file with the keys is left behind."""
+    """The keeper's SPEC gone (unmount, a failed mount): no file with the keys is left behind; its
+    folder and the stack's folder above it too when nothing else is in them."""
     if path and os.path.lexists(path):
         os.remove(path)
+        for folder in (os.path.dirname(path), os.path.dirname(os.path.dirname(path))):
+            try:
+                os.rmdir(folder)
+            except OSError:
+                break
 
 
 def _root_only(path: str) -> bool:

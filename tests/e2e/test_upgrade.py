@@ -6,7 +6,6 @@ new code tears everything down. Real engine, real containers, our vLLM image ser
 from __future__ import annotations
 
 import json
-import re
 import secrets
 import shutil
 import subprocess
@@ -35,6 +34,22 @@ RECORDS = {("update", f"model-{PREFIX}-objects")}
 # issue 31, on real RustFS only (readKeys scoped is its default; the stand-in has no users): the stack's read key
 # is made and handed to the model's mount or copy, an update of that command (the mount is remounted)
 SCOPED = s3_under_test.KIND == "rustfs"
+
+
+# issue 37: each host gets the order destroy reads purgeOnDestroy with (a record, nothing on the host yet);
+# the bucket and the objects record the S3 server's container (a new one is checked again: they send nothing);
+# a mount's keeper moves to rcloneImage (its image pulled, the mount remounted: an update of its command)
+HARDENING = {("create", "purge-order"), ("update", "bucket-bucket"), ("update", f"model-{PREFIX}-objects")}
+
+
+def keeper_changes(load_format: str) -> set[tuple[str, str]]:
+    return {("create", "rclone-image"), ("update", f"mount-{PREFIX}-command")} if load_format == "mount" else set()
+
+
+# issue 37: CPU containers default to VLLM_CPU_OMP_THREADS_BIND=nobind: each is replaced once, with its followers
+NOBIND = {("replace", f"vllm-{PREFIX}-container"), ("update", f"vllm-{PREFIX}-ready-wait"),
+          ("replace", f"vllm-{PREFIX}-ready-wait"), ("update", f"smoke-{PREFIX}-completion"),
+          ("replace", f"smoke-{PREFIX}-completion"), ("create-replacement", f"vllm-{PREFIX}-container")}
 
 
 def read_key_changes(holder: str) -> set[tuple[str, str]]:
@@ -119,8 +134,8 @@ def test_a_stack_made_by_the_previous_main_previews_and_ups_with_no_changes(tmp_
             assert {("create", "read-key"), ("create", "read-grant")} <= changed, changed
             assert "readKeys now defaults to scoped" in preview
             changed -= {("create", "read-key"), ("create", "read-grant")}
-        assert NEW_DEFAULTS <= changed, changed
-        rest = changed - NEW_DEFAULTS - RECORDS
+        assert NEW_DEFAULTS <= changed and ("create", "purge-order") in changed, changed
+        rest = changed - NEW_DEFAULTS - RECORDS - HARDENING
         assert {name for _, name in rest} <= FOLLOWERS, rest
         assert ("replace", f"vllm-{PREFIX}-container") in rest or ("create-replacement", f"vllm-{PREFIX}-container") in rest
         stack.run("up", "--yes", "--skip-preview", label="up_new")
@@ -152,12 +167,13 @@ def test_a_stack_made_by_the_previous_main_previews_and_ups_with_no_changes(tmp_
 
 
 # main before issue 30 (the target-neutral core, the Docker target's resources in components/docker):
-# a refactor, so a stack it deployed previews with no change at all, with either read path
+# a refactor, so a stack it deployed previews with no change but what later issues add (the read key of
+# issue 31, issue 37's hardening), with either read path
 BEFORE_CORE = "4412807"
 
 
 @pytest.mark.parametrize("load_format", ["local_copy", "mount"])
-def test_a_stack_made_before_the_core_previews_and_ups_with_no_change(tmp_path, load_format):
+def test_a_stack_made_before_the_core_previews_and_ups_with_only_the_hardening(tmp_path, load_format):
     stack, app, prefix, port = deployed_by(BEFORE_CORE, tmp_path, loadFormat=load_format)
     try:
         stack.run("up", "--yes", "--skip-preview", label="up_old")
@@ -165,12 +181,17 @@ def test_a_stack_made_before_the_core_previews_and_ups_with_no_change(tmp_path, 
         checkout(None, app)
         assert (app / "components" / "core" / "plan.py").exists(), "the new code is in place"
         holder = f"{'copy' if load_format == 'local_copy' else 'mount'}-{PREFIX}-command"
-        assert set(changes(stack)) == read_key_changes(holder)         # else every resource the same
+        changed = set(changes(stack))
+        expected = read_key_changes(holder) | HARDENING | keeper_changes(load_format)
+        # else every resource the same; the CPU container's replacement (nobind) and what follows it
+        assert expected <= changed and changed - expected <= NOBIND, changed
+        assert ("replace", f"vllm-{PREFIX}-container") in changed or \
+            ("create-replacement", f"vllm-{PREFIX}-container") in changed, changed
+        preview = stack.run("preview").stdout
+        assert "VLLM_CPU_OMP_THREADS_BIND=nobind (the default on CPU" in preview, preview[-3000:]
         if SCOPED:
-            assert "readKeys now defaults to scoped" in stack.run("preview").stdout
-        out = stack.run("up", "--yes", "--skip-preview", label="up_new").stdout
-        if not SCOPED:
-            assert re.search(r"Resources:\s+\d+ unchanged\s+Duration", out), out[-2000:]     # nothing else
+            assert "readKeys now defaults to scoped" in preview
+        stack.run("up", "--yes", "--skip-preview", label="up_new")
         assert changes(stack) == []
         after = stack.outputs()
         assert after.pop("read_keys").startswith("scoped:" if SCOPED else "shared:")

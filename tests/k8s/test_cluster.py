@@ -18,6 +18,8 @@ image is not built, the rclone serve s3 stand-in (NOT RustFS), said in the outpu
 5c. On RustFS (readKeys scoped, issue 31), from a mount pod on a node, with the key it holds: its own
    model is read; a PUT, a DELETE, another prefix and a listing of the bucket root are refused; the
    readers' Secret holds no root key.
+5d. On RustFS, a new read key (`pulumi up --replace` of it) while a client polls: 0 failed, the time the
+   mount and streamer pods took to move to the new readers' Secret.
 6. Lose node b (kubelet, containerd, its containers and network gone) while a client polls through node
    a's NodePort: the seconds without service and the failed requests are recorded; node b back, the
    next `up` converges and serves.
@@ -25,6 +27,7 @@ image is not built, the rclone serve s3 stand-in (NOT RustFS), said in the outpu
 """
 from __future__ import annotations
 
+import calendar
 import json
 import secrets
 import subprocess
@@ -206,6 +209,9 @@ def test_kubernetes_target(cluster, tmp_path):
         scan_for_keys(stack, ns, (access, secret_key))
         if scoped:      # 5c. what the key a node holds may do, tried from that node's mount pod
             timings["read_key_from_a_node"] = read_key_from_a_node(ns, "k8s-models", "smollm2", (access, secret_key))
+            # 5d. a new read key (`up --replace` of it) while a client polls the mounted model: the new user is
+            # made before the old one goes, the readers' Secret is new, the mount and streamer pods roll to it
+            timings["read_key_rotation"] = read_key_rotation(stack, ns, url["a"])
 
         # 6. lose node b while a client polls node a's NodePort; then back, and `up` converges
         loss = timings["node_loss"] = node_loss(stack, url["a"])
@@ -265,6 +271,38 @@ def scan_for_keys(stack: Stack, ns: str, keys: tuple[str, ...]) -> None:
         for key in keys:
             assert key not in text, f"a key in plain text in the {where}"
     assert "secretKeyRef" in yaml_all     # the pods do read the keys, by reference
+
+
+def read_key_rotation(stack: Stack, ns: str, base_url: str) -> dict:
+    """`pulumi up --replace` of the read key under a client polling ``base_url``: 0 failed requests; how
+    long the up took and when each pod that reads the key (mount DaemonSet, streamed vLLM) was ready
+    again on the new Secret; the old Secret gone."""
+    urn = next(r["urn"] for r in stack.state()["deployment"]["resources"] if r["urn"].endswith("::read-key"))
+    readers = lambda: {s["metadata"]["name"] for s in kget("secrets", "-n", ns)["items"]  # noqa: E731
+                       if s["metadata"]["name"].startswith(f"{ns}-read-keys")}
+    old_secret, before = readers(), {p["metadata"]["name"] for p in pods(ns, "app.kubernetes.io/component=mount")}
+    started = time.time()
+    poll = Poller(base_url, "smollm2").start()
+    stack.run("up", "--yes", "--skip-preview", "--replace", urn, label="up_replace_read_key", timeout=1800)
+    up_s = round(time.time() - started, 1)
+    time.sleep(5)
+    client = poll.stop().summary()
+    new_secret = readers()
+    assert len(new_secret) == 1 and new_secret != old_secret, (old_secret, new_secret)
+    moved = {}
+    for component in ("mount", "vllm"):
+        for p in pods(ns, f"app.kubernetes.io/component={component}"):
+            name, status = p["metadata"]["name"], p.get("status", {})
+            if name in before or not any(c["type"] == "Ready" and c["status"] == "True" for c in status.get("conditions", [])):
+                continue
+            ready = next(c["lastTransitionTime"] for c in status["conditions"] if c["type"] == "Ready")
+            at = calendar.timegm(time.strptime(ready, "%Y-%m-%dT%H:%M:%SZ"))
+            if at >= started - 1:
+                moved[name] = round(at - started, 1)
+    result = {"up_s": up_s, "client": client, "pods_ready_after_s": moved}
+    assert client["failed"] == 0 and client["requests"] > 10, result
+    assert any(n.startswith(f"{ns}-mount") or "mount" in n for n in moved), result
+    return result
 
 
 def read_key_from_a_node(ns: str, bucket: str, prefix: str, root_keys: tuple[str, str]) -> dict:

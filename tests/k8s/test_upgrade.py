@@ -22,7 +22,7 @@ from tests.pulumi_cli import Stack
 PORT, S3_PORT = (32000 + 2 * secrets.randbelow(300) + i for i in range(2))
 
 
-def test_a_cluster_stack_made_before_the_core_previews_and_ups_with_no_change(cluster, tmp_path):  # noqa: F811
+def test_a_cluster_stack_made_before_the_core_previews_and_ups_with_only_what_later_issues_add(cluster, tmp_path):  # noqa: F811
     if not MODEL.joinpath("model.safetensors").exists():
         pytest.skip("scripts/build-smollm2-model has not run (scripts/test-k8s runs it)")
     app = tmp_path / "app"
@@ -54,6 +54,9 @@ def test_a_cluster_stack_made_before_the_core_previews_and_ups_with_no_change(cl
         if server == "rustfs":   # readKeys scoped (issue 31): the read key, its Secret, the readers roll onto it
             assert [plan.pop(n) for n in ("read-key", "read-grant", f"{ns}-read-keys")] == ["create"] * 3, plan
             assert plan.pop("mount-smollm2-daemonset") == "update", plan      # its rclone reads with the read key
+        # issue 37: the bucket and the objects record the S3 server's StatefulSet (a new one is checked again;
+        # an update that sends nothing)
+        assert [plan.pop(n, "update") for n in ("bucket-bucket", "model-smollm2-objects")] == ["update"] * 2, plan
         assert plan == {}, plan                                        # every other resource the same
         poll = Poller(f"http://{NODES['a']}:{PORT}/v1", "smollm2").start()
         stack.run("up", "--yes", "--skip-preview", label="k8s_up_new", timeout=1200)

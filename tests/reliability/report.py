@@ -129,6 +129,7 @@ def main() -> None:
             lines.append(f"| {r['case']} | {r['stage']} | {r['result']} | `{detail}` |")
     lines += serving_rows(state, kind, other)
     lines += restart_rows(state, kind, other)
+    lines += hardening_rows(state, kind, other)
     lines.append(f"\n_Last run: {time.strftime('%Y-%m-%d %H:%M %Z')}._\n")
     (ROOT / "docs" / "RELIABILITY.md").write_text("\n".join(lines))
 
@@ -156,6 +157,8 @@ def restart_rows(state, kind: str, other: str) -> list[str]:
         rows = []
         f = state / f"reliability-restart-{server}.json"
         for case, r in (json.loads(f.read_text()).items() if f.exists() else []):
+            if "cap_add" in r:          # the keeper's docker inspect: hardening_rows
+                continue
             took = r.get("serving_again_s", r.get("serving_after_up_s"))
             run = f"`pulumi up --refresh` ({r['up_s']} s)" if "up_s" in r else "none"
             rows.append((case, run, took, r.get("healed_by") or healer.get(case, "")))
@@ -169,6 +172,54 @@ def restart_rows(state, kind: str, other: str) -> list[str]:
                 "| loss | pulumi run | serving again after (s) | healed by |", "| --- | --- | --- | --- |"]
         out += [f"| {case} | {run} | {took} | {who} |" for case, run, took, who in rows]
     return out
+
+
+HARDENING = """
+## The serving side, hardened (issue 37)
+
+What the mount keepers are allowed and how they fail, what a removed keeper on an SSH host does, and two
+CPU models on one host. Sources: `tests/reliability/test_host_restart.py` (the keeper's `docker inspect`
+on this machine), `tests/hosts/test_two_hosts.py` (simulated SSH hosts), `tests/integration/test_keeper.py`
+(a keeper whose rclone cannot mount), `tests/e2e/test_cpu_binding.py`.
+"""
+
+
+def _load(path) -> dict:
+    return json.loads(path.read_text()) if path.exists() else {}
+
+
+def hardening_rows(state, kind: str, other: str) -> list[str]:
+    """Issue 37's figures, from whichever S3 server's runs left them."""
+    rows = []
+    for server in (kind, other):
+        keeper = _load(state / f"reliability-restart-{server}.json").get("keeper (docker inspect)")
+        if keeper:
+            rows.append(("mount keeper on this machine (`docker inspect`)",
+                         f"image {keeper['image']}; CapDrop {keeper['cap_drop']}, CapAdd {', '.join(keeper['cap_add'])}; "
+                         f"SecurityOpt {', '.join(keeper['security_opt'])}; PidMode {keeper['pid_mode']}; "
+                         f"runs {' '.join(keeper['cmd'])}"))
+        hosts = _load(state / f"e2e-hosts-{server}.json")
+        for h, facts in sorted((hosts.get("keepers") or {}).items()):
+            rows.append((f"mount keeper on simulated SSH host {h}", f"image {facts['image']}; CapAdd "
+                         f"{', '.join(facts['cap_add'])}; runs {facts['cmd'][3]}"))
+        if hosts.get("a_keeper_removed_serving_again_s") is not None:
+            rows.append(("SSH host a's keeper removed (`docker rm -f`)", "preview --refresh showed only "
+                         "a-mount-one-command to redo; up mended it; model one answered "
+                         f"{hosts['a_keeper_removed_serving_again_s']} s after the removal; preview --refresh clean"))
+        cpu = _load(state / f"cpu-binding-{server}.json")
+        if cpu:
+            rows.append(("two CPU models on one host, no binding by hand (nobind default)",
+                         f"one model alone ready in {cpu['single_model_ready_s']} s; two started together: "
+                         + ", ".join(f"{n} {t} s ({cpu['ratios'][n]}x)" for n, t in cpu["two_models_ready_s"].items())
+                         + f" (bound {cpu['bound']}x)"))
+    backoff = _load(state / "keeper-backoff.json")
+    if backoff:
+        rows.append(("a keeper whose rclone cannot mount", f"waited {', '.join(map(str, backoff['waits']))} s between "
+                     f"attempts, exited (status 1) after {backoff['attempts']}; Docker restarted it "
+                     f"{backoff['took_s']} s after its start; its log {backoff['log_bytes']} bytes"))
+    if not rows:
+        return []
+    return [HARDENING, "| case | figure |", "| --- | --- |"] + [f"| {c} | {f.replace('|', '/')} |" for c, f in rows]
 
 
 def serving_rows(state, kind: str, other: str) -> list[str]:
