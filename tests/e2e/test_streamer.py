@@ -82,7 +82,8 @@ def test_streamed_from_the_bucket(tmp_path: Path):
         changed = {s["urn"].split("::")[-1]: s["op"] for s in steps if s["op"] != "same"}
         assert changed.pop(f"mount-{PREFIX}-command") == "create"
         assert set(changed) <= {f"vllm-{PREFIX}-container", f"vllm-{PREFIX}-ready-wait", f"smoke-{PREFIX}-completion",
-                                f"mount-{PREFIX}", f"vllm-{PREFIX}", f"smoke-{PREFIX}"}, changed
+                                f"mount-{PREFIX}", f"vllm-{PREFIX}", f"smoke-{PREFIX}",
+                                "rclone-image"}, changed   # the mount's keeper image (issue 37), pulled once
         assert changed[f"vllm-{PREFIX}-container"] in ("replace", "create-replacement"), changed
         stack.run("up", "--yes", "--skip-preview", label="up_to_mount")
         assert stack.outputs()["models"][SERVED]["load_format"] == "mount"
