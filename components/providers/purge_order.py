@@ -21,9 +21,8 @@ from typing import Any, Optional
 import pulumi
 from pulumi.dynamic import CreateResult, DiffResult, Resource, ResourceProvider, UpdateResult
 
+from components.mounting.vfs_cache import PURGE_ORDER as ORDER
 from components.providers.model_upload import purge_in_config
-
-ORDER = ".rustfs-vllm-purge"      # components/mounting/vfs_cache.PURGE_ORDER
 
 
 def write_order(props: dict[str, Any], purge: bool) -> Optional[str]:
