@@ -11,9 +11,9 @@ from components.config.schema import MODEL_FIELDS
 from components.config.spec import HostSpec, ModelSpec
 
 FIELD = {f.name: f for f in MODEL_FIELDS}
-# The read path of a model that names none: on Docker hosts the host's own copy (measured the fastest
-# start: docs/PERFORMANCE.md section 14); on Kubernetes the mount (the copy is not there yet).
-DEFAULT_LOAD_FORMAT = "local_copy"
+# The read path of a model that names none, on every target: the guide's read-only rclone mount (one
+# copy of the model, in the bucket; issue 36). local_copy (Docker hosts) is opt-in per model.
+DEFAULT_LOAD_FORMAT = "mount"
 KUBE_LOAD_FORMAT = "mount"
 # vLLM flags this program sets itself: giving them in extraArgs would contradict the model fields.
 RESERVED_VLLM_FLAGS = ("--model", "--served-model-name", "--dtype", "--max-model-len",

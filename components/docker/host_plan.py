@@ -70,11 +70,6 @@ class HostPlan:
 
     def _copy(self, m: ModelSpec) -> ModelCopy:
         host, cfg, upload = self.host, self.cfg, self.store.uploads[m.name]
-        if not m.load_format_given and host.marker_file(m.prefix) and os.path.exists(host.marker_file(m.prefix)):
-            pulumi.log.warn(f"models[{m.name}] on {host.name}: loadFormat now defaults to local_copy (vLLM reads "
-                            "a copy on the host's disk: starts at local-disk speed, docs/PERFORMANCE.md section "
-                            "14); this update replaces the model's rclone mount with that copy and its container "
-                            "once. To keep the mount, set the model's loadFormat: mount")
         pulumi.log.info(f"models[{m.name}] on {host.name}: weights read from the host's copy of revision "
                         f"{upload.revision_digest} in {copy_root(host.spec.mount_cache_dir, m.prefix)} "
                         "(loadFormat local_copy; copied from the bucket when that revision is not there yet)")
@@ -88,6 +83,13 @@ class HostPlan:
 
     def _mount(self, m: ModelSpec) -> RcloneMount:
         host, cfg, upload = self.host, self.cfg, self.store.uploads[m.name]
+        copied = host.marker_file(f"{m.prefix}.copy")
+        if not m.load_format_given and copied and os.path.exists(copied):
+            pulumi.log.warn(f"models[{m.name}] on {host.name}: loadFormat defaults to mount again (issue 36: the "
+                            "guide's read path, one copy of the model in the bucket, read through the host's "
+                            "read-only rclone mount, warmed while vLLM boots); this update replaces the model's "
+                            "copy on the host's disk with its mount, and its container once. To keep the copy, "
+                            "set the model's loadFormat: local_copy")
         return RcloneMount(f"{host.prefix}mount-{m.prefix}", RcloneMountArgs(
             remote=remote_name(cfg.name_prefix), endpoint=host.spec.s3_endpoint, bucket=self.store.bucket.name,
             prefix=m.prefix, access_key=self.keys.access_key, secret_key=self.keys.secret_key,

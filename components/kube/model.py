@@ -36,7 +36,7 @@ from components.kube.mount import REVISION, host_path
 from components.kube import sizing
 from components.kube.names import dns_name, labels, meta
 from components.serving import streamer
-from components.serving.vllm import CPU_BIND, VllmServerArgs, shm_megabytes, vllm_argv
+from components.serving.vllm import CPU_BIND, VllmServerArgs, mount_wait_entrypoint, shm_megabytes, vllm_argv
 
 VLLM_PORT = 8000
 AWS_DIR = "/run/secrets/rustfs-vllm"
@@ -121,6 +121,8 @@ class KubeModel(pulumi.ComponentResource):
                         init_containers=init or None,
                         containers=[k8s.core.v1.ContainerArgs(
                             name="vllm", image=args.image, image_pull_policy="IfNotPresent", args=argv(args),
+                            # a mounted model: the warm-up of its files on this node's mount, then vllm serve
+                            command=None if args.load_format == streamer.LOAD_FORMAT else mount_wait_entrypoint(),
                             env=env_vars, volume_mounts=mounts,
                             ports=[k8s.core.v1.ContainerPortArgs(name="http", container_port=VLLM_PORT)],
                             resources=k8s.core.v1.ResourceRequirementsArgs(**pod_size(args).requirements(gpus)),
@@ -160,6 +162,8 @@ def _environment(args: KubeModelArgs) -> list[k8s.core.v1.EnvVarArgs]:
     streamed = args.load_format == streamer.LOAD_FORMAT
     env = {**({CPU_BIND: "nobind"} if not gpu_count(args.gpus) else {}), **dict(args.env),
            **({"VLLM_CPU_KVCACHE_SPACE": f"{args.kv_cache_space_gib:g}"} if args.kv_cache_space_gib else {})}
+    if not streamed:
+        env["RV_MODEL_DIR"] = f"/models/{args.prefix}"     # the entrypoint's wait and warm-up read it
     if streamed:
         env.update(streamer.env("", args.has_ca))
         env.pop("AWS_ENDPOINT_URL")

@@ -18,6 +18,7 @@ import sys
 import time
 from typing import Any, Dict, List, Mapping, Optional, Sequence
 
+from . import warm
 from .mount_hints import preflight
 from .mount_procs import mount_state, unmount_one
 from .mount_root import root_up
@@ -168,6 +169,7 @@ def mount(env: Mapping[str, str]) -> None:
     """Mount RV_SOURCE read-only at RV_MOUNT under its supervisor; return when the model is visible."""
     _need(env, "RV_MOUNT", "RV_REMOTE", "RV_SOURCE")
     point = os.path.realpath(env["RV_MOUNT"])
+    again = cached_before(env.get("RV_CACHE_DIR") or "")
     _mount_point_ready(env, point)
     ca_flags = _ca_flags(env)
     flags = ca_flags + [f for f in (env.get("RV_FLAGS") or "").split("\n") if f]
@@ -192,6 +194,37 @@ def mount(env: Mapping[str, str]) -> None:
         with open(marker, "w", encoding="utf-8") as fh:
             fh.write(f'{{"generation": {env.get("RV_GENERATION") or 0}, "mount": {json.dumps(point)}}}\n')
     print(f"mounted {env['RV_SOURCE']} read-only at {env['RV_MOUNT']}")
+    if again and (env.get("RV_WARM") or "1") != "0":
+        warm_now(point, log, int(env.get("RV_WARM_SECONDS") or WARM_SECONDS))
+
+
+# A mount made again over a cache that had this model (a new revision, new keys or flags, a lost mount):
+# its container is there and serving, so the warm-up runs before `up` goes on to replace that container;
+# a first mount leaves it to the container's start (it overlaps vLLM's boot). At most this long:
+WARM_SECONDS = 300
+
+
+def cached_before(cache_dir: str) -> bool:
+    """rclone's VFS cache for this mount holds some file already (the model was mounted here before)."""
+    for _here, _dirs, names in os.walk(os.path.join(cache_dir, "vfs")):
+        if names:
+            return True
+    return False
+
+
+def warm_now(point: str, log: Log, seconds: int) -> None:
+    """Warm the mount's files into rclone's VFS cache (warm.py), best effort; the result's one line goes
+    to the mount's log and to stdout."""
+    line = warm.report(point, warm.warm(point, seconds))
+    print(line)
+    log.append(line)
+
+
+def warm_mount(env: Mapping[str, str]) -> None:
+    """The ``warm`` action: RV_MOUNT's files into rclone's VFS cache now (at most RV_WARM_SECONDS)."""
+    _need(env, "RV_MOUNT")
+    warm_now(os.path.realpath(env["RV_MOUNT"]), Log(env.get("RV_LOG") or "/dev/null"),
+             int(env.get("RV_WARM_SECONDS") or WARM_SECONDS))
 
 
 def unmount(env: Mapping[str, str]) -> None:

@@ -18,6 +18,7 @@ tests, copy_tool (``mt``) and keeper_tool (``h``) use from here:
 - mount_root.py: root-up and root-down (the shared self-bind that makes mounts visible to containers)
 - model_mount.py: mount and unmount (a model's mount, until its files are visible)
 - vfs_cache.py: cache-up and cache-down
+- warm.py: the warm-up (a model's files read through its mount, in parallel, into rclone's VFS cache)
 
 Layout: the mount root RV_ROOT (mountPath) is a bind mount of itself with shared propagation;
 each model's prefix is mounted read-only at RV_ROOT/<prefix> by its own rclone. Containers bind
@@ -38,6 +39,8 @@ from argv, so ``ps`` shows no credential:
   ``mount`` returns (sha256 is checked for files it is given for); RV_WAIT_SECONDS: how long to
   wait for them (default 60)
 - RV_LOG: rclone's log file
+- RV_WARM ("0": off), RV_WARM_SECONDS (default 300): a mount made again over a cache that had the model
+  warms it before returning (model_mount.WARM_SECONDS), so `up` replaces the container after it
 - RV_MARKER: file recording the mount's generation RV_GENERATION (written on mount, removed on
   unmount): the program compares it with what is mounted to notice a dead mount
 - RV_KEEPER_IMAGE, RV_KEEPER_NAME, RV_SPEC, RV_STACK: the mount's keeper container (keeper_tool.py):
@@ -69,10 +72,10 @@ import sys
 from types import SimpleNamespace
 from typing import Any, Callable, Dict, List, Mapping, Sequence, TextIO
 
-USAGE = ("usage: rclone-mount root-up|root-down|mount|unmount|cache-up|cache-down|copy-up|copy-down|mount-states "
+USAGE = ("usage: rclone-mount root-up|root-down|mount|unmount|cache-up|cache-down|copy-up|copy-down|mount-states|warm "
          "[--env-stdin]")
 # the parts beside this file, in the order they load (each only needs the ones before it); HostTools ships them
-PARTS = ("tool_base", "mountinfo", "supervisor", "mount_procs", "mount_hints", "mount_root", "model_mount",
+PARTS = ("warm", "tool_base", "mountinfo", "supervisor", "mount_procs", "mount_hints", "mount_root", "model_mount",
          "vfs_cache")
 FILE_PACKAGE = "rustfs_vllm_mount_tool"
 
@@ -102,7 +105,7 @@ def _parts() -> List[Any]:
                           "the host's tools are incomplete (run pulumi up again)") from None
 
 
-tool_base, mountinfo, supervisor, mount_procs, mount_hints, mount_root, model_mount, vfs_cache = _parts()
+warm, tool_base, mountinfo, supervisor, mount_procs, mount_hints, mount_root, model_mount, vfs_cache = _parts()
 
 # ---------------------------------------------------------------- the parts' names, used from here
 Fail, sibling, _SIBLINGS = tool_base.Fail, tool_base.sibling, tool_base._SIBLINGS
@@ -125,13 +128,13 @@ mount, unmount, fail_mount = model_mount.mount, model_mount.unmount, model_mount
 visibility_problem, wait_visible = model_mount.visibility_problem, model_mount.wait_visible
 fuse_device, _mount_point_ready = model_mount.fuse_device, model_mount._mount_point_ready
 _ca_flags, _wait_mounted, remove_marker = model_mount._ca_flags, model_mount._wait_mounted, model_mount.remove_marker
-mount_states = model_mount.mount_states
+mount_states, warm_now, warm_mount = model_mount.mount_states, model_mount.warm_now, model_mount.warm_mount
 cache_up, cache_down, _size_of = vfs_cache.cache_up, vfs_cache.cache_down, vfs_cache._size_of
 purge_asked = vfs_cache.purge_asked
 
 ACTIONS: Dict[str, Callable[[Mapping[str, str]], None]] = {
     "root-up": root_up, "root-down": root_down, "mount": mount, "unmount": unmount,
-    "cache-up": cache_up, "cache-down": cache_down,
+    "cache-up": cache_up, "cache-down": cache_down, "warm": warm_mount,
 }
 
 
@@ -161,6 +164,7 @@ def run(action: str, env: Dict[str, str]) -> None:
         return
     if action.startswith("cache-"):
         _need(env, "RV_CACHE_ROOT")
+    if action.startswith("cache-") or action == "warm":
         env["RV_ROOT"] = env.get("RV_ROOT") or "/nonexistent"
     _need(env, "RV_ROOT")
     handler = ACTIONS.get(action)

@@ -104,3 +104,11 @@ class Log:
     def lines(self, keep: Callable[[str], bool] = lambda line: True, last: int = 15) -> str:
         """The last ``last`` lines this attempt wrote that ``keep`` accepts."""
         return "\n".join([ln for ln in self.text().splitlines() if keep(ln)][-last:])
+
+    def append(self, line: str) -> None:
+        """One line of ours at the end of the log (best effort: a log that cannot be written is skipped)."""
+        try:
+            with open(self.path, "a", encoding="utf-8") as fh:
+                fh.write(line.rstrip("\n") + "\n")
+        except OSError:
+            pass

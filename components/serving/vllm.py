@@ -28,10 +28,12 @@ host's network: components.serving.streamer.
 """
 from __future__ import annotations
 
+import ast
 import hashlib
 import json
 import re
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Mapping, Optional, Sequence
 
 import pulumi
@@ -96,12 +98,27 @@ MOUNT_WAIT = (
     '[ "$n" = 0 ] && echo "rustfs-vllm: waiting for the model\'s mount at $RV_MODEL_DIR" >&2; '
     f'n=$((n+1)); if [ "$n" -ge {MOUNT_WAIT_SECONDS} ]; then '
     f'echo "rustfs-vllm: $RV_MODEL_DIR/config.json is not there after {MOUNT_WAIT_SECONDS} s (is the mount\'s keeper '
-    'running?); exiting so that the restart policy tries again" >&2; exit 75; fi; sleep 1; done; exec "$@"')
+    'running?); exiting so that the restart policy tries again" >&2; exit 75; fi; sleep 1; done; '
+    # the warm-up (components/mounting/warm.py, $1) in the background, then vLLM: rclone fetches the weights
+    # into its VFS cache while vLLM boots. Best effort: no python3 in the image, no warm-up
+    'w="$1"; shift; if [ -n "$w" ] && command -v python3 >/dev/null 2>&1; then '
+    'python3 -c "$w" "$RV_MODEL_DIR" </dev/null & fi; exec "$@"')
 
 
-def mount_wait_entrypoint() -> list[str]:
-    """The entrypoint of a mounted model's container: wait for the weights, then ``vllm serve``."""
-    return ["/bin/sh", "-c", MOUNT_WAIT, "rustfs-vllm-wait-mount", *VLLM_ENTRYPOINT]
+def _warm_code() -> str:
+    """warm.py's text less its docstring: the entrypoint's first argument (python3 -c in the container)."""
+    text = (Path(__file__).resolve().parent.parent / "mounting" / "warm.py").read_text(encoding="utf-8")
+    first = ast.parse(text).body[0]
+    return "\n".join(text.splitlines()[first.end_lineno:]).strip() + "\n"
+
+
+WARM_CODE = _warm_code()
+
+
+def mount_wait_entrypoint(warm: bool = True) -> list[str]:
+    """The entrypoint of a mounted model's container: wait for the weights, start their warm-up, then
+    ``vllm serve``."""
+    return ["/bin/sh", "-c", MOUNT_WAIT, "rustfs-vllm-wait-mount", WARM_CODE if warm else "", *VLLM_ENTRYPOINT]
 
 
 def vllm_argv(args: VllmServerArgs) -> list[str]:

