@@ -1,15 +1,17 @@
-"""A vLLM server's start in phases, per read path, for one model (issue 28): what `up`, a model change,
-a rotation, a crash restart or a rolling step costs before the first token.
+"""A vLLM server's start in phases, per read path, for one model (issues 28 and 36): what `up`, a model
+change, a rotation, a crash restart or a rolling step costs before the first token.
 
 Paths (each a fresh container of our vLLM image, the page cache dropped before it starts):
 - ``local``: the model on local disk (the baseline);
-- ``mount:cold`` / ``mount:warm``: through our rclone mount (the program's default flags), with an
-  empty VFS cache / with the cache full (a restart);
-- ``copy:cold`` / ``copy:warm``: ``loadFormat: local_copy``: the host's copy made by the program's own
-  tool (``scripts/rclone-mount copy-up``, rclone copy from the bucket, every file's sha256 checked)
-  into an empty folder / found complete (a restart: only the check that it is complete), then
-  vLLM reading it. The copy's time is its own phase; ``bucket_to_first_token`` adds it.
-- ``streamer`` (full mode): the Run:ai Model Streamer from the bucket.
+- ``mount:cold`` / ``mount:warm`` (the default read path): through our rclone mount (the program's
+  default flags) and the program's entrypoint for a mounted model (the warm-up of components/mounting/
+  warm.py started with the container, then vllm serve), with an empty VFS cache / with the cache full
+  (a restart). The VFS cache's bytes are watched: ``warmed_fraction_at_load_begin`` is the share of the
+  model in it when vLLM began to read;
+- full mode: ``mount:cold:no-warm-up`` (the same entrypoint without the warm-up), ``copy:cold`` /
+  ``copy:warm`` (``loadFormat: local_copy``: the host's copy made by the program's own tool, then vLLM
+  reading it; the copy's time is its own phase, ``bucket_to_first_token`` adds it) and ``streamer``
+  (the Run:ai Model Streamer from the bucket).
 
 Phases, seconds from the container's start: ``load_begins`` (vLLM's "Starting to load model"),
 ``weights_loaded``, ``ready`` (``/v1/models`` lists the model), ``first_token`` (of a streamed
@@ -35,9 +37,12 @@ from typing import Callable, Optional, Sequence
 import docker
 
 from bench import stats, weights
-from bench.machine import ROOT, WORK, drop_caches, log, mount, read_sequential, unmount
+from bench.machine import ROOT, WORK, drop_caches, log, mount, unmount
 from components.config import DEFAULT_MOUNT_FLAGS
+from components.config.schema import DEFAULT_MOUNT_COMMAND, DEFAULT_READ_AHEAD_KB
 from components.docker import copies
+from components.mounting import warm as warm_mod
+from components.serving.vllm import mount_wait_entrypoint
 from components.storage import manifest as manifest_mod
 
 SCRIPT = str(ROOT / "scripts" / "rclone-mount")
@@ -83,16 +88,21 @@ class Paths:
         return self._keep("local", weights.vllm_start(WORK, self.args, source_dir=self.model.parent,
                                                       prefix=self.model.name))
 
-    def mounted(self, warm: bool) -> Callable[[], float]:
+    def mounted(self, warm: bool, warm_up: bool = True) -> Callable[[], float]:
+        """Our mount with the program's defaults, an empty VFS cache (cold) or a full one (warm: a
+        restart), and the program's entrypoint for a mounted model (the warm-up, then vllm serve;
+        ``warm_up=False``: the entrypoint without it). The VFS cache's bytes are watched meanwhile."""
         def run() -> float:
-            mount(self.server, self.bucket, self.mnt, list(DEFAULT_MOUNT_FLAGS), self.vfs)
+            mount(self.server, self.bucket, self.mnt, list(DEFAULT_MOUNT_FLAGS), self.vfs, DEFAULT_MOUNT_COMMAND,
+                  DEFAULT_READ_AHEAD_KB)
             try:
                 if warm:
-                    for f in sorted((self.mnt / "m").iterdir()):
-                        read_sequential(f)
+                    warm_mod.warm(str(self.mnt / "m"))
                 drop_caches()
-                return self._keep(f"mount:{'warm' if warm else 'cold'}",
-                                  weights.vllm_start(WORK, self.args, source_dir=self.mnt))
+                name = f"mount:{'warm' if warm else 'cold'}{'' if warm_up else ':no-warm-up'}"
+                return self._keep(name, weights.vllm_start(
+                    WORK, self.args, source_dir=self.mnt, entrypoint=mount_wait_entrypoint(warm_up),
+                    watch=lambda: cached_bytes(self.vfs)))
             finally:
                 unmount(self.mnt)
         return run
@@ -114,12 +124,28 @@ class Paths:
         return self._keep("streamer", weights.vllm_start(WORK, self.args, s3=(self.server.endpoint, self.bucket)))
 
 
+def cached_bytes(cache_dir: Path) -> int:
+    """The bytes rclone's VFS cache holds on disk (its data files are sparse: blocks allocated)."""
+    n = 0
+    for here, _dirs, names in os.walk(cache_dir / "vfs"):
+        for name in names:
+            try:
+                n += os.stat(os.path.join(here, name)).st_blocks * 512
+            except OSError:
+                pass
+    return n
+
+
 def summary(paths: Paths, got: dict[str, stats.Samples]) -> dict:
     """Phases, copy times and the ratios the issue names, for one model."""
     out: dict = {"samples": len(got["local"].values), "phases": {}, "ratios": {}}
     for name, starts in paths.starts.items():
         ph = {p: stats.Samples([s.phases[p] for s in starts]).summary(2) for p in PHASES}
         ph["load"] = stats.Samples([s.load_s for s in starts]).summary(2)
+        if starts and starts[0].watched:   # the share of the model in the VFS cache when vLLM began to read
+            size = sum(f.stat().st_size for f in paths.model.rglob("*") if f.is_file())
+            ph["warmed_fraction_at_load_begin"] = stats.Samples(
+                [min(1.0, (s.watched_at("load_begins") or 0) / size) for s in starts]).summary(3)
         if name in paths.copy_s:
             ph["copy"] = stats.Samples(paths.copy_s[name]).summary(2)
             ph["bucket_to_first_token"] = stats.Samples(
@@ -148,10 +174,11 @@ def bench_start(server, model: Path, bucket: str, model_args: Sequence[str], ful
     """Every read path of ``model`` (uploaded at ``bucket``/m/), interleaved, ``n`` rounds."""
     p = Paths(server, model, bucket, model_args)
     n = int(os.environ.get("RUSTFS_VLLM_BENCH_ROUNDS") or n)     # fewer rounds for a short look (below 5: say so)
-    contenders: dict[str, Callable[[], float]] = {
-        "local": p.local, "mount:cold": p.mounted(False), "copy:cold": p.copied(False), "copy:warm": p.copied(True)}
+    contenders: dict[str, Callable[[], float]] = {"local": p.local, "mount:cold": p.mounted(False),
+                                                  "mount:warm": p.mounted(True)}
     if full:
-        contenders |= {"mount:warm": p.mounted(True), "streamer": p.streamed}
+        contenders |= {"mount:cold:no-warm-up": p.mounted(False, warm_up=False), "copy:cold": p.copied(False),
+                       "copy:warm": p.copied(True), "streamer": p.streamed}
     only = [x for x in os.environ.get("RUSTFS_VLLM_BENCH_PATHS", "").split(",") if x]   # e.g. local,copy:cold,copy:warm
     if only:
         contenders = {k: v for k, v in contenders.items() if k in only or k == "local"}
@@ -198,16 +225,18 @@ def compile_restart(server, model: Path, bucket: str, model_args: Sequence[str],
             "warm_first_token_vs_baseline": stats.ratio(got["ours"], got["main"]).summary()}
 
 
-def headline(got: dict, default: str = "copy") -> dict:  # noqa: C901
-    """The figures issue 28 names for one model, from the default read path (``copy``: loadFormat
-    local_copy): cold and warm load and first-token ratios against local disk."""
-    r = got["ratios"]
-    return {"cold": {"load_ratio_vs_local": r[f"{default}:cold"]["load_ratio_vs_local"],
-                     "first_token_ratio_vs_local": r[f"{default}:cold"]["first_token_ratio_vs_local"],
-                     "bucket_to_first_token_ratio_vs_local": r[f"{default}:cold"].get("bucket_to_first_token_ratio_vs_local")},
-            "warm": {"load_ratio_vs_local": r[f"{default}:warm"]["load_ratio_vs_local"],
-                     "first_token_ratio_vs_local": r[f"{default}:warm"]["first_token_ratio_vs_local"]},
-            **({"mount_cold": r["mount:cold"]} if "mount:cold" in r else {})}
+def headline(got: dict, default: str = "mount") -> dict:  # noqa: C901
+    """The figures issue 36 names for one model, from the default read path (``mount``: loadFormat
+    mount, warmed while vLLM boots): cold and warm load and first-token ratios against local disk, and
+    the share of the model the warm-up had fetched when vLLM began to read (cold)."""
+    r, ph = got["ratios"], got["phases"]
+    out = {temp: {"load_ratio_vs_local": r[f"{default}:{temp}"]["load_ratio_vs_local"],
+                  "first_token_ratio_vs_local": r[f"{default}:{temp}"]["first_token_ratio_vs_local"]}
+           for temp in ("cold", "warm")}
+    fraction = ph[f"{default}:cold"].get("warmed_fraction_at_load_begin")
+    if fraction:
+        out["cold"]["warmed_fraction_at_load_begin"] = fraction
+    return {**out, **({"copy_cold": r["copy:cold"]} if "copy:cold" in r else {})}
 
 
 def bench_all(server, results: dict, models: dict[str, tuple[Path, str, Sequence[str]]], full: bool,
@@ -215,7 +244,7 @@ def bench_all(server, results: dict, models: dict[str, tuple[Path, str, Sequence
     """results["start"][name]: every path of each model (name -> (folder, bucket, vLLM args)), then the
     compile-cache restart of each; the headline figures beside the detail; ``save`` after each part
     (a long run stopped half-way keeps what it measured)."""
-    out = results.setdefault("start", {"default_path": "copy (loadFormat local_copy)"})
+    out = results.setdefault("start", {"default_path": "mount (loadFormat mount, warmed while vLLM boots)"})
     for name, (model, bucket, args) in models.items():
         t = time.monotonic()
         got = bench_start(server, model, bucket, args, full=full)
@@ -223,8 +252,8 @@ def bench_all(server, results: dict, models: dict[str, tuple[Path, str, Sequence
         log(f"start {name}: cold {out[name]['cold']}, warm {out[name]['warm']}")
         save()
     for name, (model, bucket, args) in models.items():
-        if name != "smollm2" and not full:
-            continue                    # quick mode: the compile restart of SmolLM2 only (about 4 min a start)
+        if not full:
+            break                       # quick mode: no compile restart (about 4 min a start)
         t = time.monotonic()
         cr = compile_restart(server, model, bucket, args)
         out[name]["compile_restart"] = {**cr, "seconds": round(time.monotonic() - t)}

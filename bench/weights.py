@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import json
 import re
+import threading
 import time
 import urllib.request
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import Callable, Optional, Sequence
 
 import docker
 
@@ -45,6 +47,28 @@ class Start:
     # seconds from the container's start: vLLM begins to read weights, weights loaded, ready (/v1/models),
     # first token of a streamed default (sampled) completion
     phases: dict[str, float] = field(default_factory=dict)
+    # with a ``watch``: (seconds from the container's start, what it counted then), e.g. the bytes in
+    # the mount's VFS cache, from the start until ready
+    watched: list[tuple[float, int]] = field(default_factory=list)
+
+    def watched_at(self, phase: str) -> Optional[int]:
+        """What ``watch`` counted when ``phase`` began (the last sample at or before it)."""
+        at = self.phases.get(phase)
+        before = [n for t, n in self.watched if at is not None and t <= at]
+        return before[-1] if before else None
+
+
+class Watcher(threading.Thread):
+    """Samples ``count()`` every 0.25 s from ``t0`` (epoch seconds) until stopped."""
+
+    def __init__(self, count: Callable[[], int], t0: float) -> None:
+        super().__init__(daemon=True)
+        self.count, self.t0, self.samples, self.stop = count, t0, [], threading.Event()
+
+    def run(self) -> None:
+        while not self.stop.is_set():
+            self.samples.append((round(time.time() - self.t0, 2), self.count()))
+            self.stop.wait(0.25)
 
 
 def phases(logs: str, t0: float, ready_at: float, first_token_at: float) -> dict[str, float]:
@@ -77,10 +101,13 @@ def _support(work: Path) -> Path:
 
 def vllm_start(work: Path, model_args: Sequence[str], *, source_dir: Optional[Path] = None, prefix: str = "m",
                s3: Optional[tuple[str, str]] = None, extra_env: Optional[dict[str, str]] = None,
-               compile_cache: Optional[str] = None) -> Start:
+               compile_cache: Optional[str] = None, entrypoint: Optional[list[str]] = None,
+               watch: Optional[Callable[[], int]] = None) -> Start:
     """Our vLLM image on ``source_dir/prefix`` (bound at /models), or with ``s3=(endpoint, bucket)`` on
     ``s3://bucket/prefix/`` through the streamer (host network, keys as a file); ready and answering.
-    ``compile_cache``: a Docker volume for vLLM's and inductor's caches, as vllmCompileCache mounts it."""
+    ``compile_cache``: a Docker volume for vLLM's and inductor's caches, as vllmCompileCache mounts it.
+    ``entrypoint``: the program's (a mounted model's: the wait and the warm-up, then vllm serve; it reads
+    RV_MODEL_DIR, set here); ``watch``: counted every 0.25 s until ready (Start.watched)."""
     from components.serving.vllm import COMPILE_CACHE, COMPILE_CACHE_ENV
 
     client, port, support = docker.from_env(), free_port(), _support(work)
@@ -100,19 +127,40 @@ def vllm_start(work: Path, model_args: Sequence[str], *, source_dir: Optional[Pa
         model, extra = f"/models/{prefix}", ()
         volumes[str(source_dir)] = {"bind": "/models", "mode": "ro"}
         kwargs["ports"] = {"8000/tcp": ("127.0.0.1", port)}
+    if entrypoint:
+        env["RV_MODEL_DIR"] = model
+        kwargs["entrypoint"] = entrypoint
     start, t0 = time.monotonic(), time.time()
     c = client.containers.run(VLLM_IMAGE, ["--model", model, "--served-model-name", "m", *model_args, *extra],
                               detach=True, shm_size="2g", environment=env, volumes=volumes, **kwargs)
+    t0 = _started(c, t0)
+    watcher = Watcher(watch, t0) if watch else None
+    if watcher:
+        watcher.start()
     try:
         _wait_ready(c, port, start)
         ready, ready_at = time.monotonic() - start, time.time()
+        if watcher:
+            watcher.stop.set()
         first_at, answer = first_token(port)
         logs = c.logs().decode(errors="replace")
         m = re.search(r"Loading weights took ([0-9.]+) seconds", logs)
         return Start(round(ready, 2), load_seconds(logs), float(m.group(1)) if m else None, answer,
-                     phases(logs, t0, ready_at, first_at))
+                     phases(logs, t0, ready_at, first_at), list(watcher.samples) if watcher else [])
     finally:
+        if watcher:
+            watcher.stop.set()
         c.remove(force=True)
+
+
+def _started(c, fallback: float) -> float:
+    """The container's start (Docker's StartedAt, epoch seconds): the zero of every phase."""
+    c.reload()
+    raw = c.attrs.get("State", {}).get("StartedAt", "")
+    try:
+        return datetime.fromisoformat(raw[:26].rstrip("Z") + "+00:00").timestamp()
+    except ValueError:
+        return fallback
 
 
 def _wait_ready(c, port: int, start: float) -> None:

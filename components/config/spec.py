@@ -127,6 +127,8 @@ class StackConfig:
     read_keys: str = "shared"                 # readKeys: scoped (a read-only key per stack) or shared (root keys)
     read_keys_given: bool = True              # False: readKeys from its default (the note on upgrade)
     rclone_image: str = "rustfs-vllm/rclone-mount:1.75.2"   # rcloneImage: the mounts' keepers (Docker hosts)
+    mount_command: str = "mount2"             # mountCommand: rclone mount2 (go-fuse) or mount
+    mount_read_ahead_kb: int = 16384          # mountReadAheadKb: each mount's bdi read-ahead (0: the kernel's)
 
     def model(self, name: str) -> ModelSpec:
         return next(m for m in self.models if m.name == name)

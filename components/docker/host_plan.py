@@ -96,7 +96,7 @@ class HostPlan:
             root=host.spec.mount_path, cache_dir=os.path.join(host.spec.mount_cache_dir, m.prefix),
             flags=cfg.mount_flags, manifest=upload.manifest, revision=upload.revision, ca_bundle=cfg.ca_bundle,
             host=host, keeper_image=host.spec.rclone_image, keeper_name=keeper_name(cfg.name_prefix, m.prefix),
-            stack=cfg.stack),
+            stack=cfg.stack, command=cfg.mount_command, read_ahead_kb=cfg.mount_read_ahead_kb),
             pulumi.ResourceOptions(parent=self.owner, depends_on=[self.mount_root, self.cache, self.image,
                                                                   *([self.keeper_image] if self.keeper_image else [])]))
 

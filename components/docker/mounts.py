@@ -100,6 +100,8 @@ class RcloneMountArgs:
     keeper_image: str = ""                            # the host's rcloneImage: runs the mount's keeper
     keeper_name: str = ""                             # the keeper container's name
     stack: str = ""                                   # whose vLLM containers the keeper starts
+    command: str = "mount"                            # mountCommand: rclone mount or mount2
+    read_ahead_kb: int = 0                            # mountReadAheadKb: the mount's bdi read-ahead (0: the kernel's)
 
 
 def keeper_name(name_prefix: str, prefix: str) -> str:
@@ -186,6 +188,9 @@ class RcloneMount(pulumi.ComponentResource):
             "RV_MOUNT": mount_path, "RV_CACHE_DIR": args.cache_dir, "RV_FLAGS": "\n".join(args.flags),
             "RV_LOG": host.log_file(args.prefix), "RV_EXPECT": expect, "RV_MARKER": marker,
             "RV_GENERATION": str(gen),
+            # absent for the guide's `rclone mount` at the kernel's read-ahead (stacks before issue 36: no diff)
+            **({"RV_MOUNT_COMMAND": args.command} if args.command != "mount" else {}),
+            **({"RV_READ_AHEAD_KB": str(args.read_ahead_kb)} if args.read_ahead_kb else {}),
             **({"RV_CA_CERT": host.ca_path or args.ca_bundle} if args.ca_bundle else {}),
             **({"RV_KEEPER_IMAGE": args.keeper_image, "RV_KEEPER_NAME": args.keeper_name,
                 "RV_SPEC": host.keeper_spec(args.prefix), "RV_STACK": args.stack} if args.keeper_image else {}),

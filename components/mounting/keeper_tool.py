@@ -369,7 +369,8 @@ class Keeper:
             time.sleep(0.2 if not announced else WATCH_SECONDS)
             if not announced and self.intact():
                 announced, self.held_since = True, time.monotonic()
-                self.say(f"{self.point} mounted")
+                slow = self.h.set_read_ahead(self.point, int(self.spec.get("read_ahead_kb") or 0))
+                self.say(f"{self.point} mounted" + (f" ({slow})" if slow else ""))
                 start_waiting(self.root, self.spec["stack"], self.say)
             elif announced and not self.intact():
                 self.say(f"the mount at {self.point} (or the root's shared bind) is gone; mounting again")

@@ -22,7 +22,7 @@ from . import warm
 from .mount_hints import preflight
 from .mount_procs import mount_state, unmount_one
 from .mount_root import root_up
-from .mountinfo import FUSE, is_self_bind, mounted_at
+from .mountinfo import FUSE, is_self_bind, mounted_at, set_read_ahead
 from .supervisor import Log, start_keeper, start_supervisor
 from .tool_base import Fail, _need, _remote, _rmdir, sibling
 
@@ -157,6 +157,9 @@ def _start_and_wait(env: Mapping[str, str], point: str, cmd: List[str], log: Log
     except sibling("keeper_tool").DockerError as exc:
         raise fail_mount(point, f"cannot start the mount's keeper container: {exc}", _remote(env)) from None
     _wait_mounted(env, point, deadline, log, keeper)
+    slow = set_read_ahead(point, int(env.get("RV_READ_AHEAD_KB") or 0))
+    if slow:     # the mount works (at the kernel's read-ahead): said in its log, not a failure
+        log.append(f"rustfs-vllm: {slow}")
     unseen = wait_visible(point, int(deadline - time.monotonic()), expect)
     if unseen:
         print(unseen, file=sys.stderr)
@@ -180,7 +183,10 @@ def mount(env: Mapping[str, str]) -> None:
     if problem:
         raise fail_mount(point, problem, _remote(env))
     rclone = shutil.which(env.get("RV_RCLONE") or "rclone") or env.get("RV_RCLONE") or "rclone"   # the keeper's PATH differs
-    cmd = [rclone, "mount", f"{env['RV_REMOTE']}:{env['RV_SOURCE']}", point, "--read-only", "--allow-other",
+    command = env.get("RV_MOUNT_COMMAND") or "mount"
+    if command not in ("mount", "mount2"):
+        raise fail_mount(point, f"RV_MOUNT_COMMAND={command!r}: mount or mount2", _remote(env))
+    cmd = [rclone, command, f"{env['RV_REMOTE']}:{env['RV_SOURCE']}", point, "--read-only", "--allow-other",
            "--config", "/dev/null", "--cache-dir", env["RV_CACHE_DIR"], *flags]
     deadline = time.monotonic() + wait
     try:

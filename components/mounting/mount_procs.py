@@ -50,13 +50,13 @@ def is_supervisor(argv: Sequence[str], target: str, under: bool = False) -> bool
 
 
 def is_rclone_mount(argv: Sequence[str], target: str, remote: Optional[str] = None, under: bool = False) -> bool:
-    """``argv`` is ``.../rclone mount REMOTE:<source> TARGET <flags>`` (any remote when None;
+    """``argv`` is ``.../rclone mount|mount2 REMOTE:<source> TARGET <flags>`` (any remote when None;
     ``under``: at a path below ``target``). A supervisor is not one, though its argv holds rclone's."""
     if SUPERVISOR in argv:
         return False
     for i in range(len(argv) - 4):
         source, point = argv[i + 2], argv[i + 3]
-        if argv[i].endswith("rclone") and argv[i + 1] == "mount" and _is_at(point, target, under) and \
+        if argv[i].endswith("rclone") and argv[i + 1] in ("mount", "mount2") and _is_at(point, target, under) and \
                 (source.startswith(remote + ":") if remote else ":" in source):
             return True
     return False

@@ -32,7 +32,9 @@ from argv, so ``ps`` shows no credential:
 - RV_ROOT: the mount root (root-up, root-down, mount, unmount)
 - RV_RCLONE: rclone binary; RV_REMOTE: remote name (RCLONE_CONFIG_<REMOTE>_* hold the endpoint
   and credentials); RV_SOURCE: bucket/prefix to mount; RV_MOUNT: mount point (RV_ROOT/<prefix>);
-  RV_CACHE_DIR: rclone --cache-dir for this mount; RV_FLAGS: extra mount flags, one per line
+  RV_CACHE_DIR: rclone --cache-dir for this mount; RV_FLAGS: extra mount flags, one per line;
+  RV_MOUNT_COMMAND: mount (default) or mount2; RV_READ_AHEAD_KB: the mount's bdi read-ahead, set after
+  every mount (by the keeper too), 0 or unset: the kernel's
 - RV_CA_CERT: PEM CA bundle that verifies an https endpoint (rclone --ca-cert); rclone ignores
   AWS_CA_BUNDLE, and the supervisor's environment drops it anyway
 - RV_EXPECT: JSON {file: [size, sha256 or ""]} that must be visible, with that content, before
@@ -114,6 +116,7 @@ _quiet, _checked, _rmdir = tool_base._quiet, tool_base._checked, tool_base._rmdi
 FUSE, Mount, _OCTAL, unescape = mountinfo.FUSE, mountinfo.Mount, mountinfo._OCTAL, mountinfo.unescape
 parse_mountinfo, mount_table = mountinfo.parse_mountinfo, mountinfo.mount_table
 mounted_at, is_self_bind = mountinfo.mounted_at, mountinfo.is_self_bind
+set_read_ahead, read_ahead = mountinfo.set_read_ahead, mountinfo.read_ahead
 SUPERVISOR, DROPPED_FROM_RCLONE, Log = supervisor.SUPERVISOR, supervisor.DROPPED_FROM_RCLONE, supervisor.Log
 supervise, start_supervisor, start_keeper = supervisor.supervise, supervisor.start_supervisor, supervisor.start_keeper
 processes, _is_at, _kill = mount_procs.processes, mount_procs._is_at, mount_procs._kill

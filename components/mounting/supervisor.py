@@ -62,6 +62,7 @@ def start_keeper(env: Mapping[str, str], point: str, cmd: List[str], log: str) -
     home, rclone = tools.install(os.path.dirname(TOOL), cmd[0])
     tools.write_spec(spec, {"mount": point, "root": os.path.realpath(env["RV_ROOT"]), "cmd": [rclone, *cmd[1:]],
                             "log": log, "stack": env.get("RV_STACK") or "",
+                            "read_ahead_kb": int(env.get("RV_READ_AHEAD_KB") or 0),
                             "env": {k: v for k, v in env.items() if k.startswith("RCLONE_CONFIG_")}})
     tools.remove_spec(env.get("RV_SPEC_BEFORE") or "")   # where an older version of the program kept it
     argv = [tools.host_python(), "-I", "-B", os.path.join(home, "mount_tool.py"), SUPERVISOR, point, "--keep", spec]

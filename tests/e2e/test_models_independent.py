@@ -192,7 +192,7 @@ def test_3_changing_one_file_of_b_replaces_only_b(world):
 def test_4_rclone_killed_a_keeps_serving_and_a_restart_reads_the_new_mount(world):
     mnt = f"{world['mount']}/SmolLM2-A"
     with Poller(world["base_a"], "smollm2-a") as p:
-        subprocess.run(["pkill", "-9", "-f", f"^[^ ]*rclone mount [^ ]*:{BUCKET}/SmolLM2-A {mnt} "], check=True)
+        subprocess.run(["pkill", "-9", "-f", f"^[^ ]*rclone mount2? [^ ]*:{BUCKET}/SmolLM2-A {mnt} "], check=True)
         deadline = time.monotonic() + 30
         back = False
         while time.monotonic() < deadline and not back:      # the supervisor mounts again by itself

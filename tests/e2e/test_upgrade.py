@@ -1,8 +1,9 @@
-"""An upgrade as users make it: a stack deployed with the previous main (UPGRADE_FROM), then the
-current code in the same folder. The new code's preview shows exactly what its new defaults need
-(issue 28: the model's mount becomes a copy on the host's disk, and a compile-cache volume) and says
-why; `up` converges to serving from the copy, a second preview shows no changes, and destroy with the
-new code tears everything down. Real engine, real containers, our vLLM image serving SmolLM2."""
+"""An upgrade as users make it: a stack deployed with an earlier main, then the current code in the
+same folder. The new code's preview shows exactly what its new defaults need and says why (issue 36:
+a model that names no loadFormat is read through the mount again: from the mains whose default was the
+copy, its copy gives way to its mount, its container replaced once); `up` converges, a second preview
+shows no changes, and destroy with the new code tears everything down. Real engine, real containers,
+our vLLM image serving SmolLM2."""
 from __future__ import annotations
 
 import json
@@ -19,18 +20,11 @@ from tests import s3_under_test
 from tests.helpers import ROOT, free_port
 from tests.pulumi_cli import Stack
 
-# main before issue 28 (the copy on the host's disk as the default read path, the compile cache)
+# main before issue 28 (the mount the default read path, as again since issue 36; no compile cache)
 UPGRADE_FROM = "fd9419c"
 PREFIX = "smollm2"
-# what the new defaults change in the deployed stack, and nothing else: the model's mount goes, its copy
-# and compile-cache volume come, its container (and the readiness wait and smoke test after it) follow
-NEW_DEFAULTS = {("delete", f"mount-{PREFIX}"), ("delete", f"mount-{PREFIX}-command"),
-                ("create", f"copy-{PREFIX}"), ("create", f"copy-{PREFIX}-command"),
-                ("create", f"vllm-{PREFIX}-compile-cache")}
+# what follows a replaced container: the readiness wait and the smoke test after it
 FOLLOWERS = {f"vllm-{PREFIX}-container", f"vllm-{PREFIX}-ready-wait", f"smoke-{PREFIX}-completion"}
-# issue 29: the objects record the stack's name (destroy reads purgeOnDestroy from Pulumi.<stack>.yaml as it
-# is then): an update in place that must send nothing
-RECORDS = {("update", f"model-{PREFIX}-objects")}
 # issue 31, on real RustFS only (readKeys scoped is its default; the stand-in has no users): the stack's read key
 # is made and handed to the model's mount or copy, an update of that command (the mount is remounted)
 SCOPED = s3_under_test.KIND == "rustfs"
@@ -120,48 +114,85 @@ def deployed_by(rev: str, tmp_path: Path, **model: object) -> tuple[Stack, Path,
     return stack, app, prefix, port
 
 
-def test_a_stack_made_by_the_previous_main_previews_and_ups_with_no_changes(tmp_path):
+def test_a_stack_made_before_the_copy_default_keeps_its_mount(tmp_path):
+    """fd9419c mounted a model that names no loadFormat, as the default does again (issue 36): the mount
+    stays; what later issues add comes (the compile-cache volume, the read key, the hardening, the keeper's
+    image), the container is replaced once (nobind, the warm-up in its entrypoint), and nothing else."""
     stack, app, prefix, port = deployed_by(UPGRADE_FROM, tmp_path)
     try:
         stack.run("up", "--yes", "--skip-preview", label="up_old")
         before = stack.outputs()
         checkout(None, app)
-        assert (app / "components" / "mounting" / "copy_tool.py").exists(), "the new code is in place"
+        assert (app / "components" / "mounting" / "warm.py").exists(), "the new code is in place"
         preview = stack.run("preview", label="preview_new").stdout
-        assert "loadFormat now defaults to local_copy" in preview and "set the model's loadFormat: mount" in preview
+        assert "loadFormat defaults to mount again" not in preview     # it never left the mount
         changed = set(changes(stack))
-        if SCOPED:   # the copy is new anyway: only the read key itself is more
-            assert {("create", "read-key"), ("create", "read-grant")} <= changed, changed
-            assert "readKeys now defaults to scoped" in preview
-            changed -= {("create", "read-key"), ("create", "read-grant")}
-        assert NEW_DEFAULTS <= changed and ("create", "purge-order") in changed, changed
-        rest = changed - NEW_DEFAULTS - RECORDS - HARDENING
+        expected = {("create", f"vllm-{PREFIX}-compile-cache")} | read_key_changes(f"mount-{PREFIX}-command") | \
+            HARDENING | keeper_changes("mount")
+        assert expected <= changed and changed - expected <= NOBIND, changed
+        assert not {name for _, name in changed} & {f"mount-{PREFIX}", f"copy-{PREFIX}", f"copy-{PREFIX}-command"}
+        stack.run("up", "--yes", "--skip-preview", label="up_new")
+        assert changes(stack) == []
+        after = stack.outputs()
+        assert after.pop("read_keys").startswith("scoped:" if SCOPED else "shared:")
+        assert {n: m["load_format"] for n, m in after["models"].items()} == {"smollm2": "mount"}
+        assert (upload_outputs(stack)["last_transfer"]["files"], upload_outputs(stack)["stack"]) == (0, stack.name)
+        after.pop("smoke_completions", None), before.pop("smoke_completions", None)
+        assert after.pop("s3_server") == s3_under_test.expected_s3_server_output()
+        before.pop("s3_server")
+        assert after == before
+        assert f" /mnt/{prefix}/{PREFIX} " in Path("/proc/mounts").read_text()
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/v1/models", timeout=10) as r:
+            assert "smollm2" in r.read().decode()
+        stack.run("destroy", "--yes", "--skip-preview", label="destroy_new")
+        assert docker.from_env().containers.list(all=True, filters={"label": f"rustfs-vllm.stack={stack.name}"}) == []
+        assert f" /mnt/{prefix}" not in Path("/proc/mounts").read_text()
+        assert not Path(f"/mnt/{prefix}").exists()
+    finally:
+        stack.teardown(f"{prefix}-data")
+
+
+# the last main whose default read path was the copy on the host's disk (issue 28 to issue 37)
+COPY_DEFAULT_FROM = "4417b53"
+# the move back to the mount (issue 36), and nothing else: the copy's resources go, the mount's and the
+# keeper's image come, the container is replaced (with the readiness wait and smoke test after it)
+BACK_TO_THE_MOUNT = {("delete", f"copy-{PREFIX}"), ("delete", f"copy-{PREFIX}-command"),
+                     ("create", f"mount-{PREFIX}"), ("create", f"mount-{PREFIX}-command"), ("create", "rclone-image")}
+
+
+def test_a_stack_made_with_the_copy_as_default_moves_back_to_the_mount(tmp_path):
+    stack, app, prefix, port = deployed_by(COPY_DEFAULT_FROM, tmp_path)
+    try:
+        stack.run("up", "--yes", "--skip-preview", label="up_old")
+        before = stack.outputs()
+        assert before["models"]["smollm2"]["load_format"] == "local_copy"
+        copy = Path(before["models"]["smollm2"]["weights_dir"])
+        checkout(None, app)
+        preview = stack.run("preview", label="preview_new").stdout
+        assert "models[smollm2] on local: loadFormat defaults to mount again" in preview, preview[-3000:]
+        assert "set the model's loadFormat: local_copy" in preview
+        changed = set(changes(stack))
+        assert BACK_TO_THE_MOUNT <= changed, changed
+        rest = changed - BACK_TO_THE_MOUNT
         assert {name for _, name in rest} <= FOLLOWERS, rest
         assert ("replace", f"vllm-{PREFIX}-container") in rest or ("create-replacement", f"vllm-{PREFIX}-container") in rest
         stack.run("up", "--yes", "--skip-preview", label="up_new")
         assert changes(stack) == []
         after = stack.outputs()
-        assert after.pop("read_keys").startswith("scoped:" if SCOPED else "shared:")
-        assert {n: m.pop("load_format") for n, m in after["models"].items()} == {"smollm2": "local_copy"}
-        assert "/smollm2/copy/" in after["models"]["smollm2"].pop("weights_dir")
-        sent = upload_outputs(stack)["last_transfer"]
-        assert (sent["files"], sent["bytes"]) == (0, 0), sent         # the stack's name recorded, nothing uploaded
-        assert upload_outputs(stack)["stack"] == stack.name
-        before["models"]["smollm2"].pop("load_format", None)
+        assert {n: m.pop("load_format") for n, m in after["models"].items()} == {"smollm2": "mount"}
+        assert "weights_dir" not in after["models"]["smollm2"]
+        before["models"]["smollm2"].pop("load_format"), before["models"]["smollm2"].pop("weights_dir")
         after.pop("smoke_completions", None), before.pop("smoke_completions", None)
-        # the s3_server output names where the local RustFS image's binary came from (a prebuilt one: its
-        # sha256), which the old code did not read; every other output is the same
-        assert after.pop("s3_server") == s3_under_test.expected_s3_server_output()
-        before.pop("s3_server")
         assert after == before
-        assert f" /mnt/{prefix}/{PREFIX} " not in Path("/proc/mounts").read_text()     # the model's mount is gone
+        assert f" /mnt/{prefix}/{PREFIX} " in Path("/proc/mounts").read_text()    # served through the mount
+        assert copy.is_dir(), "the copy stays on the host's disk (purgeOnDestroy is off): nothing lost"
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/v1/models", timeout=10) as r:
             assert "smollm2" in r.read().decode()
-        # the new code tears down what the old one made and what it made: containers, mounts, the mount root
+        logs = docker.from_env().containers.get(f"{prefix}-vllm-{PREFIX}").logs().decode(errors="replace")
+        assert f"rustfs-vllm: warm-up of /models/{PREFIX}" in logs, logs[-2000:]
         stack.run("destroy", "--yes", "--skip-preview", label="destroy_new")
         assert docker.from_env().containers.list(all=True, filters={"label": f"rustfs-vllm.stack={stack.name}"}) == []
         assert f" /mnt/{prefix}" not in Path("/proc/mounts").read_text()
-        assert not Path(f"/mnt/{prefix}").exists()
     finally:
         stack.teardown(f"{prefix}-data")
 

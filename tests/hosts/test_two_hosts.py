@@ -143,10 +143,10 @@ def test_two_hosts(env):
     assert complete(url("a", 8102), "one")
 
     # 5. host b's rclone dies: host a keeps serving, b's supervisor mounts again by itself
-    rclone_b = "pgrep -f '^[^ ]*rclone mount [^ ]+ /mnt/rv-hosts/both ' || true"
+    rclone_b = "pgrep -f '^[^ ]*rclone mount2? [^ ]+ /mnt/rv-hosts/both ' || true"
     before_pid = on_host("b", rclone_b).split()
     assert len(before_pid) == 1, before_pid
-    on_host("b", "pkill -9 -f '^[^ ]*rclone mount [^ ]+ /mnt/rv-hosts/both '")
+    on_host("b", "pkill -9 -f '^[^ ]*rclone mount2? [^ ]+ /mnt/rv-hosts/both '")
     killed = time.monotonic()
     assert complete(url("a", 8101), "both")
     deadline = time.monotonic() + 60

@@ -16,7 +16,7 @@ from pathlib import Path
 import docker
 import pytest
 
-from components.mounting import keeper_tool
+from components.mounting import keeper_tool, mount_tool
 from tests.helpers import keeper_privileges
 from tests.integration.mounting import SCRIPT, WEIGHTS, mount_env
 
@@ -87,6 +87,32 @@ def test_a_keeper_runs_from_its_own_image_with_the_least_it_needs(keeper_env, tm
     assert not Path(env["RV_SPEC"]).exists()
     with pytest.raises(docker.errors.NotFound):
         docker.APIClient().inspect_container(env["RV_KEEPER_NAME"])
+
+
+@needs_image
+def test_mount2_with_its_read_ahead_is_kept_across_an_rclone_kill(keeper_env):
+    """The program's defaults (issue 36): `rclone mount2`, the mount's bdi read-ahead raised to 16 MiB
+    by the mount action, and again by the keeper when it mounts after rclone was killed (a new FUSE
+    connection is a new bdi, at the kernel's 128 KiB)."""
+    env = {**keeper_env, "RV_MOUNT_COMMAND": "mount2", "RV_READ_AHEAD_KB": "16384"}
+    done = action("mount", env)
+    assert done.returncode == 0, done.stderr
+    point = env["RV_MOUNT"]
+    assert mount_tool.read_ahead(point) == 16384 and mount_tool.mounted_at(point) == mount_tool.FUSE
+
+    def rclones() -> list[str]:
+        ps = subprocess.run(["ps", "-ww", "-eo", "pid,args"], capture_output=True, text=True).stdout
+        return [ln.split()[0] for ln in ps.splitlines() if f" mount2 ITEST:models/m1 {point} " in ln]
+
+    [pid] = rclones()
+    subprocess.run(["kill", "-9", pid], check=True)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not (rclones() not in ([], [pid]) and mount_tool.mount_state(point) == "live"):
+        time.sleep(0.5)
+    assert rclones() not in ([], [pid]) and mount_tool.mount_state(point) == "live", "the keeper did not mount again"
+    time.sleep(2)                                        # the keeper sets it once it sees the mount
+    assert mount_tool.read_ahead(point) == 16384, "the new mount kept the kernel's read-ahead"
+    assert (Path(point) / "model.safetensors").read_bytes() == WEIGHTS
 
 
 @needs_image

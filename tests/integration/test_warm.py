@@ -20,6 +20,8 @@ import sys
 import pytest
 
 from components.config import DEFAULT_MOUNT_FLAGS
+from components.config.schema import DEFAULT_MOUNT_COMMAND, DEFAULT_READ_AHEAD_KB
+from components.mounting import mountinfo
 from components.serving.vllm import WARM_CODE
 from tests.integration.mounting import CONFIG, expect, mount_env, props
 
@@ -53,8 +55,10 @@ def model(s3_server):
 
 
 def env_for(s3_server, root, tmp_path, files):
+    """The mount as the program asks for it by default (mount2, 16 MiB read-ahead), rclone logging its reads."""
     return mount_env(s3_server, root, tmp_path, files=files, RV_EXPECT=expect(files),
-                     RV_FLAGS="\n".join([*DEFAULT_MOUNT_FLAGS, "--log-level", "DEBUG"]))
+                     RV_FLAGS="\n".join([*DEFAULT_MOUNT_FLAGS, "--log-level", "DEBUG"]),
+                     RV_MOUNT_COMMAND=DEFAULT_MOUNT_COMMAND, RV_READ_AHEAD_KB=str(DEFAULT_READ_AHEAD_KB))
 
 
 def test_the_containers_warm_up_fills_the_vfs_cache_with_parallel_reads(commands, s3_server, model, root, tmp_path):
@@ -63,6 +67,7 @@ def test_the_containers_warm_up_fills_the_vfs_cache_with_parallel_reads(commands
     id_, outs = commands.create(props(env))
     try:
         assert "warm-up" not in outs["stdout"]        # a first mount leaves the warm-up to the container
+        assert mountinfo.read_ahead(str(root / "m1")) == DEFAULT_READ_AHEAD_KB
         assert cached_bytes(env["RV_CACHE_DIR"], "model.safetensors")[0] < SIZE // 2
         run = subprocess.run([sys.executable, "-c", WARM_CODE, str(root / "m1")], capture_output=True, text=True,
                              timeout=120)

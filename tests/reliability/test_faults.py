@@ -190,7 +190,8 @@ def test_sigkill_mid_upload_then_cancel_refresh_up_converges(world):
     # the language host, the program, the provider plugins and what they run; not the rclone
     # mounts already made (each under its supervisor): they belong to the stack, not to the run
     def the_stacks_mount(cmd: str) -> bool:   # an rclone mount or its supervisor, not the script making it
-        return "rustfs-vllm-mount-supervisor" in cmd or (" mount " in cmd and "scripts/rclone-mount" not in cmd)
+        mounting = " mount " in cmd or " mount2 " in cmd
+        return "rustfs-vllm-mount-supervisor" in cmd or (mounting and "scripts/rclone-mount" not in cmd)
 
     run = {pid: cmd for pid, cmd in descendants(proc.pid).items() if not the_stacks_mount(cmd)}
     os.killpg(proc.pid, signal.SIGKILL)
@@ -278,7 +279,7 @@ def test_rclone_dies_the_supervisor_mounts_again_and_preview_notices_a_dead_supe
     mnt = f"{world.mount}/{PREFIX}"
     container = world.vllm().id
     # rclone alone: its supervisor mounts again within seconds; nothing for `up` to do
-    subprocess.run(["pkill", "-9", "-f", f"^[^ ]*rclone mount [^ ]*:{BUCKET}/{PREFIX} {mnt} "], check=False)
+    subprocess.run(["pkill", "-9", "-f", f"^[^ ]*rclone mount2? [^ ]*:{BUCKET}/{PREFIX} {mnt} "], check=False)
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         out = world.vllm().exec_run(["ls", f"/models/{PREFIX}"])
@@ -291,7 +292,7 @@ def test_rclone_dies_the_supervisor_mounts_again_and_preview_notices_a_dead_supe
     # rclone and its keeper (the container removed): the program notices on the next preview, and up
     # mounts again; the container is not replaced (it binds the shared root)
     kill_mount_keeper(mnt)
-    subprocess.run(["pkill", "-9", "-f", f"^[^ ]*rclone mount [^ ]*:{BUCKET}/{PREFIX} {mnt} "], check=False)
+    subprocess.run(["pkill", "-9", "-f", f"^[^ ]*rclone mount2? [^ ]*:{BUCKET}/{PREFIX} {mnt} "], check=False)
     time.sleep(0.5)
     proc = world.stack.run("preview", "--json")
     steps = {s["urn"].split("::")[-1]: s["op"] for s in json.loads(proc.stdout)["steps"] if s["op"] != "same"}
@@ -334,7 +335,7 @@ def test_destroy_succeeds_when_things_are_already_gone(world):
         c.remove(force=True)
     mnt = f"{world.mount}/{PREFIX}"
     kill_mount_keeper(mnt)
-    subprocess.run(["pkill", "-9", "-f", f"^[^ ]*rclone mount [^ ]*:{BUCKET}/{PREFIX} {mnt} "], check=False)
+    subprocess.run(["pkill", "-9", "-f", f"^[^ ]*rclone mount2? [^ ]*:{BUCKET}/{PREFIX} {mnt} "], check=False)
     subprocess.run(["fusermount3", "-uz", mnt], check=False)
     subprocess.run(["umount", "-l", world.mount], check=False)
     world.stack.run("destroy", "--yes", "--skip-preview")

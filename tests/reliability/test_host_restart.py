@@ -199,7 +199,7 @@ def test_4_each_loss_alone_then_up_refresh(world, loss):
     if loss == "mount root":
         subprocess.run(["umount", "-l", w["mount"]], check=True)
     elif loss == "A's rclone":
-        subprocess.run(["pkill", "-9", "-f", f"rclone mount [^ ]*:{BUCKET}/SmolLM2-A "], check=True)
+        subprocess.run(["pkill", "-9", "-f", f"rclone mount2? [^ ]*:{BUCKET}/SmolLM2-A "], check=True)
     elif loss == "A's vLLM container":
         container(w, "a").remove(force=True)
     else:

@@ -55,7 +55,7 @@ def line_with(text: str, fragment: str) -> str:
 
 def rclone_processes(path: str) -> list[str]:
     out = subprocess.run(["ps", "-eo", "args", "--width", "100000"], capture_output=True, text=True).stdout
-    return [ln for ln in out.splitlines() if (" mount " in ln and "rclone" in ln or "mount-supervisor" in ln)
+    return [ln for ln in out.splitlines() if ((" mount " in ln or " mount2 " in ln) and "rclone" in ln or "mount-supervisor" in ln)
             and path in ln]
 
 
@@ -159,7 +159,7 @@ def test_with_the_ca_it_serves_through_the_tls_mount(world):
 def test_destroy_removes_a_dead_mount_reports_the_cache_and_keeps_objects(world):
     mnt = f"{world.mount}/{PREFIX}"
     kill_mount_keeper(mnt)
-    subprocess.run(["pkill", "-9", "-f", f"rclone mount [^ ]* {mnt} "], check=False)
+    subprocess.run(["pkill", "-9", "-f", f"rclone mount2? [^ ]* {mnt} "], check=False)
     time.sleep(1)
     assert layout.mounted_at(mnt) == "fuse.rclone"             # dead: nobody serves it any more
     objects = world.objects()

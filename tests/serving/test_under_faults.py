@@ -63,7 +63,7 @@ def test_s3_server_restarted_while_serving_fails_no_request(served: Served):
 
 def test_model_rclone_killed_while_serving_fails_no_request(served: Served):
     mnt = f"{served.mount}/{PREFIX}"
-    pattern = f"^[^ ]*rclone mount [^ ]*:{served.bucket}/{PREFIX} {mnt} "
+    pattern = f"^[^ ]*rclone mount2? [^ ]*:{served.bucket}/{PREFIX} {mnt} "
     before = subprocess.run(["pgrep", "-f", pattern], capture_output=True, text=True).stdout.split()
     assert len(before) == 1, before
     report, at = under_load(served, lambda: subprocess.run(["pkill", "-9", "-f", pattern], check=True))

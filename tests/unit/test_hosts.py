@@ -139,13 +139,16 @@ def without_issue_37(graph: dict[str, dict]) -> dict[str, dict]:
     return out
 
 
-KEEPER_ENV = ("RV_KEEPER_IMAGE", "RV_KEEPER_NAME", "RV_SPEC", "RV_STACK", "RV_SPEC_BEFORE")
+KEEPER_ENV = ("RV_KEEPER_IMAGE", "RV_KEEPER_NAME", "RV_SPEC", "RV_STACK", "RV_SPEC_BEFORE",
+              # issue 36: rclone mount2 with a raised read-ahead (an update of the mount: remounted)
+              "RV_MOUNT_COMMAND", "RV_READ_AHEAD_KB")
 
 
 def without_restart_healing(graph: dict[str, dict]) -> dict[str, dict]:
     """The graph less what issue 29 (a host that restarts serves again) adds to a mounted model: its
     mount command's keeper variables (an update of the mount: the keeper container takes over from
-    the supervisor), in its container the mount-wait entrypoint and RV_MODEL_DIR (replaced once), and
+    the supervisor; issue 36's mount2 and read-ahead too), in its container the mount-wait entrypoint and
+    RV_MODEL_DIR (replaced once), and
     the upload's ``stack`` (an update that sends nothing: destroy reads purgeOnDestroy's current value);
     and what issue 37 adds for the keepers: their own image (rcloneImage), pulled once per host."""
     out = {}
