@@ -52,9 +52,14 @@ def parts_of(files):
 
 def warm(folder, seconds=600.0, workers=WORKERS):
     """Read every file under ``folder``; (files, bytes read, seconds, first error or "")."""
-    start = time.monotonic()
     errors = []
-    files = files_of(folder, errors)
+    return warm_files(files_of(folder, errors), seconds, workers, errors)
+
+
+def warm_files(files, seconds=600.0, workers=WORKERS, errors=None):
+    """Read ``files`` ((path, size) in reading order) in parts, ``workers`` at a time."""
+    start = time.monotonic()
+    errors = [] if errors is None else errors
     todo = parts_of(files)
     lock, done = threading.Lock(), [0]
 
