@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import mmap
 import os
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -88,7 +89,10 @@ def main(model: Path, rounds: int) -> dict:
 
         contenders = {"local:mmap": local, "ranged-get-16:first-shard": lambda: timed(lambda: ranged_get(server, "levers", key)),
                       **{f"{n}:warm_up_cold": variant(n) for n in VARIANTS}}
-        res = stats.interleaved(contenders, n=rounds)
+        try:
+            res = stats.interleaved(contenders, n=rounds)
+        finally:
+            shutil.rmtree(cache, ignore_errors=True)       # a copy of the model: not left on the disk
         figures = {k: v.summary(2) for k, v in res.items()}
         figures |= {k: stats.Samples(v).summary(2) for k, v in got.items()}
         out["seconds"] = figures

@@ -173,7 +173,10 @@ def _wait_ready(c, port: int, start: float) -> None:
             pass
         c.reload()
         if c.status != "running":
-            raise RuntimeError(c.logs(tail=30).decode())
+            state = c.attrs.get("State", {})
+            raise RuntimeError(f"vLLM's container {c.status} (exit {state.get('ExitCode')}, OOMKilled "
+                               f"{state.get('OOMKilled')}, {state.get('Error') or 'no error'}); its log:\n"
+                               + c.logs(tail=30).decode(errors="replace"))
         if time.monotonic() - start > 1200:
             raise RuntimeError("vLLM not ready in 1200 s")
         time.sleep(0.5)

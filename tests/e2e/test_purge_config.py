@@ -41,7 +41,8 @@ def test_destroy_follows_purge_on_destroy_set_after_the_last_up(tmp_path: Path):
            "mountPath": f"/mnt/{name}", "mountCacheDir": str(tmp_path / "cache"), "smokeTest": False,
            "vllmImage": "rustfs-vllm/vllm-openai-cpu:0.30.0", "vllmReadyTimeout": 600, "vllmCompileCache": False,
            "models": [{"name": "smollm2", "source": str(source), "prefix": PREFIX, "port": free_port(),
-                       "maxModelLen": 512, "kvCacheSpaceGib": 1, "extraArgs": ["--enforce-eager"]}]}
+                       "maxModelLen": 512, "kvCacheSpaceGib": 1, "extraArgs": ["--enforce-eager"],
+                       "loadFormat": "local_copy"}]}   # the host's copy and the VFS cache (issue 37)
     try:
         for deployed, at_destroy in ((False, True), (True, False)):
             stack.write_config({**cfg, "purgeOnDestroy": deployed})
