@@ -17,7 +17,10 @@ A mounted model's container waits for its mount before vLLM starts: its entrypoi
 ``/bin/sh`` wrapper that polls ``/models/<prefix>/config.json`` (a host restart may start the
 container before the mount's keeper has mounted again), then runs ``vllm serve`` with the same argv
 (the vllm/vllm-openai images' entrypoint); after ``MOUNT_WAIT_SECONDS`` it exits and the restart
-policy starts it again. It never starts on an empty folder.
+policy starts it again. It never starts on an empty folder. Once the weights are there it starts the
+warm-up (components/mounting/warm.py, run with ``python3 -c`` in the background: the model's files read
+through the mount, several parts at once, so that rclone fetches them into its VFS cache while vLLM
+boots; best effort, one line in the container's log), then ``vllm serve``.
 
 A model with ``loadFormat: local_copy`` reads the host's own copy of its revision instead
 (components.docker.copies), bound read-only at ``/models/<prefix>``: the same argv, local disk.
