@@ -3,6 +3,8 @@
     target's S3 server -> Store (credential check, bucket, uploads) -> target serves each model
     -> per server: SmokeTest -> outputs (the core's and the target's)
 
+The root's inputs are the stack's policy facts (components.core.policy_facts), for the policy pack.
+
 The root's type is the target's (``rustfs-vllm:index:ServingStack`` on Docker hosts,
 ``rustfs-vllm:index:KubeStack`` on Kubernetes: the types deployed stacks were made with), so every
 URN stays as it was when each target built its own stack.
@@ -13,6 +15,7 @@ from typing import Any, Optional
 
 import pulumi
 
+from components.core import policy_facts
 from components.core.smoke import SmokeTest, SmokeTestArgs
 from components.core.store import build_store
 from components.core.target import Keys, Served, Store, Target
@@ -20,7 +23,8 @@ from components.core.target import Keys, Served, Store, Target
 
 class Plan(pulumi.ComponentResource):
     def __init__(self, name: str, target: Target, opts: Optional[pulumi.ResourceOptions] = None) -> None:
-        super().__init__(target.component_type, name, None, opts)
+        # its inputs are the stack's policy facts: what policy/ judges the stack by (no secret among them)
+        super().__init__(target.component_type, name, {"policyFacts": policy_facts.facts(target.cfg)}, opts)
         cfg = self.cfg = target.cfg
         self.target = target
         keys = Keys(pulumi.Output.secret(cfg.access_key), pulumi.Output.secret(cfg.secret_key))

@@ -34,6 +34,8 @@ SCOPED = s3_under_test.KIND == "rustfs"
 # the bucket and the objects record the S3 server's container (a new one is checked again: they send nothing);
 # a mount's keeper moves to rcloneImage (its image pulled, the mount remounted: an update of its command)
 HARDENING = {("create", "purge-order"), ("update", "bucket-bucket"), ("update", f"model-{PREFIX}-objects")}
+# issue 38: the root component records the stack's policy facts (its inputs, for policy/): an update of it alone
+POLICY_FACTS = {("update", "rustfs-vllm")}
 
 
 def keeper_changes(load_format: str) -> set[tuple[str, str]]:
@@ -128,7 +130,7 @@ def test_a_stack_made_before_the_copy_default_keeps_its_mount(tmp_path):
         assert "loadFormat defaults to mount again" not in preview     # it never left the mount
         changed = set(changes(stack))
         expected = {("create", f"vllm-{PREFIX}-compile-cache")} | read_key_changes(f"mount-{PREFIX}-command") | \
-            HARDENING | keeper_changes("mount")
+            HARDENING | keeper_changes("mount") | POLICY_FACTS
         assert expected <= changed and changed - expected <= NOBIND, changed
         assert not {name for _, name in changed} & {f"mount-{PREFIX}", f"copy-{PREFIX}", f"copy-{PREFIX}-command"}
         stack.run("up", "--yes", "--skip-preview", label="up_new")
@@ -172,8 +174,8 @@ def test_a_stack_made_with_the_copy_as_default_moves_back_to_the_mount(tmp_path)
         assert "models[smollm2] on local: loadFormat defaults to mount again" in preview, preview[-3000:]
         assert "set the model's loadFormat: local_copy" in preview
         changed = set(changes(stack))
-        assert BACK_TO_THE_MOUNT <= changed, changed
-        rest = changed - BACK_TO_THE_MOUNT
+        assert BACK_TO_THE_MOUNT | POLICY_FACTS <= changed, changed
+        rest = changed - BACK_TO_THE_MOUNT - POLICY_FACTS
         assert {name for _, name in rest} <= FOLLOWERS, rest
         assert ("replace", f"vllm-{PREFIX}-container") in rest or ("create-replacement", f"vllm-{PREFIX}-container") in rest
         stack.run("up", "--yes", "--skip-preview", label="up_new")
@@ -213,7 +215,7 @@ def test_a_stack_made_before_the_core_previews_and_ups_with_only_the_hardening(t
         assert (app / "components" / "core" / "plan.py").exists(), "the new code is in place"
         holder = f"{'copy' if load_format == 'local_copy' else 'mount'}-{PREFIX}-command"
         changed = set(changes(stack))
-        expected = read_key_changes(holder) | HARDENING | keeper_changes(load_format)
+        expected = read_key_changes(holder) | HARDENING | keeper_changes(load_format) | POLICY_FACTS
         # else every resource the same; the CPU container's replacement (nobind) and what follows it
         assert expected <= changed and changed - expected <= NOBIND, changed
         assert ("replace", f"vllm-{PREFIX}-container") in changed or \

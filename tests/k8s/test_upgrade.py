@@ -57,6 +57,7 @@ def test_a_cluster_stack_made_before_the_core_previews_and_ups_with_only_what_la
         # issue 37: the bucket and the objects record the S3 server's StatefulSet (a new one is checked again;
         # an update that sends nothing)
         assert [plan.pop(n, "update") for n in ("bucket-bucket", "model-smollm2-objects")] == ["update"] * 2, plan
+        assert plan.pop("rustfs-vllm") == "update", plan               # issue 38: the root's policy facts
         assert plan == {}, plan                                        # every other resource the same
         poll = Poller(f"http://{NODES['a']}:{PORT}/v1", "smollm2").start()
         stack.run("up", "--yes", "--skip-preview", label="k8s_up_new", timeout=1200)

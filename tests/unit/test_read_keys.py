@@ -80,7 +80,8 @@ def test_scoped_adds_the_read_key_and_changes_only_the_readers_keys(tmp_path, mo
     key, grant = g.one("dynamic/rustfs-vllm:ReadKey"), g.one("dynamic/rustfs-vllm:ReadGrant")
     assert sorted(set(scoped) - set(shared)) == sorted([key.urn, grant.urn]) and not set(shared) - set(scoped)
     changed = sorted(u.split("::")[-1] for u in shared if shared[u] != scoped[u])
-    assert changed == ["mount-SmolLM2-135M-Instruct-command"], changed
+    # and the root's policy facts (issue 38: readKeys is one of them)
+    assert changed == ["mount-SmolLM2-135M-Instruct-command", "rustfs-vllm"], changed
     mount = g.one(COMMAND, "mount-SmolLM2-135M-Instruct-command")
     env = mount.plain("environment")
     assert mount.is_secret("environment")
