@@ -9,13 +9,17 @@ import os
 import pulumi
 
 from components import config
-from components.config import runtime
+from components.config import runtime, store_ref
+from components.core import claims
 from components.core.plan import Plan
 from components.targets import target_for
 
 PROJECT = os.path.dirname(os.path.abspath(__file__))
 
 raw, problems = runtime.read_raw()
+# a serving stack on a platform stack's store (`store`): that stack's outputs, through a StackReference
+raw, more = store_ref.resolve(raw, os.path.join(PROJECT, ".state"), runtime.stack_name())
+problems += more
 try:
     cfg = config.load(raw, runtime.stack_name(), PROJECT)
 except config.ConfigError as exc:
@@ -23,6 +27,8 @@ except config.ConfigError as exc:
 target = target_for(cfg)
 # what `up` would fail on once started (ports, images, FUSE, TLS, SSH, GPUs, names, the cluster), before anything is made
 problems += target.preflight()
+if not problems:    # the model prefixes: one another stack owns in a shared bucket is refused here
+    problems += claims.problems(cfg)
 if problems:
     raise pulumi.RunError(str(config.ConfigError(problems)))
 stack = Plan("rustfs-vllm", target)

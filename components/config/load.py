@@ -36,9 +36,9 @@ def load(raw: Mapping[str, Any], stack: str, project_dir: str) -> StackConfig:
     _serving(r, v)
     v["hosts"] = tuple(_hosts(r, v))
     _ssh_key(r, v)
-    v["models"] = tuple(models_cfg.parse(r, project_dir, list(v["hosts"]),
-                                         kube_cfg.NODE_PORT_BASE if v["kube"] else 8000,
-                                         models_cfg.KUBE_LOAD_FORMAT if v["kube"] else models_cfg.DEFAULT_LOAD_FORMAT))
+    v["models"] = () if v["role"] == "store" else tuple(models_cfg.parse(
+        r, project_dir, list(v["hosts"]), kube_cfg.NODE_PORT_BASE if v["kube"] else 8000,
+        models_cfg.KUBE_LOAD_FORMAT if v["kube"] else models_cfg.DEFAULT_LOAD_FORMAT))
     if v["kube"]:
         kube_cfg.check_models(r, v)
     else:
@@ -61,6 +61,22 @@ def _names(r: Reader, v: dict[str, Any], stack: str) -> None:
     v["environment"] = r.value("environment")
     v["name_prefix"] = r.value("namePrefix", f"rvllm-{stack.lower()}"[:40])
     v["s3_server"] = r.value("s3Server")
+    _role(r, v)
+
+
+def _role(r: Reader, v: dict[str, Any]) -> None:
+    """role store (a platform stack: the S3 server and the bucket, no model) or a serving stack, which may
+    use a platform stack's store by reference (``store``; components/config/store_ref.py read it)."""
+    v["role"], v["store"], v["take_over_prefixes"] = r.value("role"), r.value("store"), r.value("takeOverPrefixes")
+    if v["role"] == "store":
+        if v["store"]:
+            r.bad("store", v["store"], "unset with role store (a platform stack runs the store others name)")
+        if v["s3_server"] == "external":
+            r.bad("s3Server", v["s3_server"], "rustfs (or rclone-serve-s3) with role store: a platform stack runs "
+                                              "the S3 server that serving stacks use")
+        if r.raw.get("models"):
+            r.bad("models", f"<{len(r.raw['models'])} models>", "none with role store (a platform stack serves no "
+                                                                "model: serving stacks name it in store)")
 
 
 def _storage(r: Reader, v: dict[str, Any], project_dir: str) -> None:
@@ -110,7 +126,10 @@ def _credentials(r: Reader, v: dict[str, Any]) -> None:
     if v["s3_server"] == "rustfs" and v["rustfs_console_enable"] and v["rustfs_console_port"] == v["rustfs_port"]:
         r.bad("rustfsConsolePort", v["rustfs_console_port"], "a port other than rustfsPort")
     v.update(access_key=access_key, secret_key=secret_key, uses_default_credentials=uses_default)
-    read_keys = r.value("readKeys", "scoped" if v["s3_server"] == "rustfs" else "shared")
+    read_keys = r.value("readKeys", "scoped" if v["s3_server"] == "rustfs" or v["store"] else "shared")
+    if v["store"] and read_keys != "scoped":
+        r.bad("readKeys", read_keys, f"scoped with store (serving hosts get a read key of this stack's own, never "
+                                     f"the admin key of {v['store']})")
     if read_keys == "scoped" and v["s3_server"] == "rclone-serve-s3":
         r.bad("readKeys", read_keys, "shared with s3Server rclone-serve-s3 (it has no users or policies to scope a "
                                      "key with)")
@@ -167,6 +186,10 @@ def _serving(r: Reader, v: dict[str, Any]) -> None:
              bind_address=r.value("bindAddress"), smoke_test=r.value("smokeTest"), smoke_prompt=r.value("smokePrompt"),
              smoke_max_tokens=r.value("smokeMaxTokens"), balancer_image=r.value("balancerImage"),
              rclone_image=r.value("rcloneImage"))
+    if v["vllm_api_key"].startswith("-"):   # vLLM reads it from a config file into `--api-key <key>`
+        r.bad("vllmApiKey", "<secret>", "a key that does not start with '-' (vLLM's argument parser takes such a "
+                                        "key for an option and exits: 'argument --api-key: expected at least one "
+                                        "argument')")
 
 
 def _hosts(r: Reader, v: dict[str, Any]) -> list[HostSpec]:

@@ -25,6 +25,10 @@ S3_SERVERS = ("rustfs", "rclone-serve-s3", "external")
 # admin API, components/providers/read_key.py) or shared (the root keys, as before).
 READ_KEYS = ("scoped", "shared")
 ENVIRONMENTS = ("dev", "test", "production")
+# A stack's role (issue 38): serving (models served, the default) or store (a platform stack: the S3
+# server and the bucket only, exported for serving stacks that name it in `store`).
+ROLES = ("serving", "store")
+STACK_REF_RE = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
 RESTART_POLICIES = ("no", "always", "on-failure", "unless-stopped")
 DTYPES = ("auto", "float32", "float16", "bfloat16", "half", "float")
 # How vLLM reads a model's weights: through its read-only rclone mount (the guide), or streamed
@@ -133,6 +137,18 @@ KEYS: tuple[Key, ...] = (
         "Image of the mounts' keepers (target docker: one small container per mounted model, restart policy "
         "unless-stopped, never the vLLM image) and of the rclone DaemonSet (target kubernetes): rclone, "
         "fusermount3 and nsenter; scripts/build-images builds rustfs-vllm/rclone-mount:<rclone version>."),
+    _choice("role", "serving", ROLES,
+            "serving (the default: the store and the models served) or store (a platform stack: the S3 server and "
+            "the bucket, and nothing else; it exports them for serving stacks that name it in store)."),
+    Key("store", str, "", "a stack's fully qualified name <organization>/<project>/<stack>",
+        "A platform stack (role: store) whose S3 server and bucket this stack uses, by reference (a "
+        "StackReference): its endpoint, bucket, CA and admin key come from that stack's outputs, so s3Server, "
+        "rustfsEndpoint, rustfsCaBundle, bucket, rustfsAccessKey and rustfsSecretKey are not set here; serving "
+        "hosts get this stack's own read key (readKeys scoped).", pattern=STACK_REF_RE, empty_ok=True),
+    _bool("takeOverPrefixes", False,
+          "Upload under a model prefix whose owner record names another stack that is no longer registered on the "
+          "store (destroyed without purge, or lost): the record becomes this stack's. A prefix whose owner is "
+          "still registered is never taken."),
     _choice("environment", "production", ENVIRONMENTS,
             "dev, test or production. Only dev accepts RustFS's default credentials (rustfsadmin)."),
     Key("namePrefix", str, COMPUTED, "lower-case letters, digits, '.', '_' or '-', at most 41 characters",
@@ -174,7 +190,8 @@ KEYS: tuple[Key, ...] = (
     _bool("purgeOnDestroy", False,
           "When true, destroy deletes the managed model prefixes (and the bucket, if this stack created it and "
           "it is then empty). Foreign objects are never deleted."),
-    Key("models", list, None, "a list of model objects (name, source, ...)", "List of models."),
+    Key("models", list, [], "a list of model objects (name, source, ...)",
+        "List of models (none with role store)."),
     Key("mountPath", str, COMPUTED, "an absolute folder path",
         "The mount root on this host (default /mnt/<namePrefix>): each model is mounted read-only at "
         "<mountPath>/<prefix>; must be empty or missing."),
@@ -209,7 +226,7 @@ KEYS: tuple[Key, ...] = (
         pattern=GPUS_RE, empty_ok=True),
     Key("vllmEnv", dict, {}, "a map of environment variable names to string values",
         "Extra environment for the vLLM containers, a map of NAME: value (not for secrets)."),
-    _secret("vllmApiKey", "", "a string (set it with --secret)",
+    _secret("vllmApiKey", "", "a string not starting with - (set it with --secret)",
             "Optional API key the vLLM servers require (set with --secret); clients send Authorization: Bearer "
             "<key>."),
     _bool("vllmCompileCache", True,

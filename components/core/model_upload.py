@@ -34,6 +34,8 @@ class ModelUploadArgs:
     part_workers: int = DEFAULT_PART_WORKERS
     stack: str = ""                  # destroy reads purgeOnDestroy from Pulumi.<stack>.yaml as it is then
     server: pulumi.Input[str] = ""   # the S3 server's container (S3Side.instance): a new one is listed again
+    owner: str = ""                  # the stack's fully qualified name: the prefix's owner record (issue 38)
+    take_over: bool = False          # takeOverPrefixes: a prefix whose owner is no longer registered
 
 
 class ModelUpload(pulumi.ComponentResource):
@@ -56,6 +58,8 @@ class ModelUpload(pulumi.ComponentResource):
             "access_key": pulumi.Output.secret(args.access_key), "secret_key": pulumi.Output.secret(args.secret_key),
             **({"ca_bundle": args.ca_bundle} if args.ca_bundle else {}),  # absent when unset: no diff for old stacks
             **({"stack": args.stack} if args.stack else {}),
+            **({"owner": args.owner} if args.owner else {}),
+            **({"take_over": True} if args.take_over else {}),
         }, pulumi.ResourceOptions(parent=self, depends_on=opts.depends_on if opts else None))
         self.manifest = manifest
         self.prefix_value = args.prefix

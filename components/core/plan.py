@@ -17,7 +17,7 @@ import pulumi
 
 from components.core import policy_facts
 from components.core.smoke import SmokeTest, SmokeTestArgs
-from components.core.store import build_store
+from components.core.store import build_platform, build_store, stack_fqn
 from components.core.target import Keys, Served, Store, Target
 
 
@@ -28,8 +28,12 @@ class Plan(pulumi.ComponentResource):
         cfg = self.cfg = target.cfg
         self.target = target
         keys = Keys(pulumi.Output.secret(cfg.access_key), pulumi.Output.secret(cfg.secret_key))
-        self.store: Store = build_store(self, cfg, target.s3_server(self, keys), keys)
-        self.served: list[Served] = target.serve(self, self.store, self.store.read_keys)
+        if cfg.role == "store":      # a platform stack: the store for serving stacks, nothing served
+            self.store: Store = build_platform(self, cfg, target.s3_server(self, keys), keys)
+            self.served: list[Served] = []
+        else:
+            self.store = build_store(self, cfg, target.s3_server(self, keys), keys)
+            self.served = target.serve(self, self.store, self.store.read_keys)
         self.smoke: dict[tuple[str, Optional[str]], SmokeTest] = {}
         if cfg.smoke_test:
             for s in self.served:
@@ -45,6 +49,8 @@ class Plan(pulumi.ComponentResource):
     def exports(self) -> dict[str, Any]:
         """The stack's outputs: what `pulumi stack output` shows."""
         store = self.store
+        if self.cfg.role == "store":
+            return self.store_exports()
         out: dict[str, Any] = {"s3_server": store.server.kind, "s3_endpoint": store.server.endpoint,
                                "bucket": store.bucket.name, "bucket_adopted": store.bucket.adopted,
                                "read_keys": store.read_keys_note,
@@ -52,6 +58,16 @@ class Plan(pulumi.ComponentResource):
         if self.cfg.smoke_test:
             out["smoke_completions"] = self.smoke_completions()
         return out
+
+    def store_exports(self) -> dict[str, Any]:
+        """A platform stack's outputs: what a serving stack's ``store`` reads (components/config/store_ref.py),
+        the admin key a secret."""
+        cfg, store = self.cfg, self.store
+        ca = open(cfg.ca_bundle, encoding="utf-8").read() if cfg.ca_bundle else ""
+        return {"role": "store", "s3_server": store.server.kind, "s3_endpoint": store.server.endpoint,
+                "bucket": store.bucket.name, "store_stack": stack_fqn(), "store_endpoint": cfg.rustfs_endpoint,
+                "store_bucket": store.bucket.name, "store_ca": ca,
+                "store_admin": pulumi.Output.secret({"access_key": cfg.access_key, "secret_key": cfg.secret_key})}
 
     def smoke_completions(self) -> dict[str, Any]:
         """{model: text}, or {model: {place: text}} where a model runs at several named places."""

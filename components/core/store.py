@@ -27,6 +27,7 @@ from components.core.target import Keys, S3Side, Store
 from components.providers.credentials import CredentialCheckResource
 from components.providers.read_grant import ReadGrantResource
 from components.providers.read_key import ReadKeyResource
+from components.providers.store_records import StoreGuardResource, StoreTenantResource
 from components.storage import read_policy
 
 
@@ -56,8 +57,12 @@ def build_store(owner: pulumi.Resource, cfg: StackConfig, server: S3Side, keys: 
         endpoint=cfg.rustfs_endpoint, bucket=bucket.name, prefix=m.prefix, source=m.source,
         access_key=keys.access_key, secret_key=keys.secret_key, cache_dir=os.path.join(cfg.state_dir, "hash-cache"),
         purge=cfg.purge_on_destroy, store=server.store, ca_bundle=cfg.ca_bundle, stack=cfg.stack,
-        server=server.instance), after_server)
+        server=server.instance, owner=stack_fqn(), take_over=cfg.take_over_prefixes), after_server)
         for m in cfg.models}
+    if cfg.store:    # registered on the platform's store: its destroy refuses while this stack is there
+        StoreTenantResource("store-tenant", {
+            **s3_props(cfg, keys), "bucket": bucket.name, "stack": stack_fqn(), "server": server.instance,
+            "prefixes": sorted(m.prefix for m in cfg.models)}, after_server)
     if not read:
         return Store(server, credentials, bucket, uploads, keys)
     read_key, read_grant = read
@@ -65,6 +70,31 @@ def build_store(owner: pulumi.Resource, cfg: StackConfig, server: S3Side, keys: 
     read_keys = Keys(*(pulumi.Output.all(k, read_grant.id).apply(lambda v: v[0])
                        for k in (read_key.read_access_key, read_key.read_secret_key)))
     return Store(server, credentials, bucket, uploads, read_keys, read_key)
+
+
+def stack_fqn() -> str:
+    """This stack's fully qualified name, as owner records and registrations name it."""
+    # a local backend's stacks belong to "organization" (what the engine says where none is set)
+    return f"{pulumi.get_organization() or 'organization'}/{pulumi.get_project()}/{pulumi.get_stack()}"
+
+
+def s3_props(cfg: StackConfig, keys: Keys) -> dict:
+    return {"endpoint": cfg.rustfs_endpoint, "access_key": keys.access_key, "secret_key": keys.secret_key,
+            **({"ca_bundle": cfg.ca_bundle} if cfg.ca_bundle else {})}
+
+
+def build_platform(owner: pulumi.Resource, cfg: StackConfig, server: S3Side, keys: Keys) -> Store:
+    """A platform stack's store (role store): the check and the bucket, no model, no read key; and the guard
+    whose delete (destroy runs it before the server's) refuses while serving stacks are registered."""
+    credentials = credential_check(server, "s3", cfg, keys)
+    after_server = pulumi.ResourceOptions(parent=owner, depends_on=[*server.ready, credentials])
+    bucket = Bucket("bucket", BucketArgs(
+        endpoint=cfg.rustfs_endpoint, bucket=cfg.bucket, access_key=keys.access_key, secret_key=keys.secret_key,
+        purge=False, store=server.store, ca_bundle=cfg.ca_bundle, server=server.instance), after_server)
+    StoreGuardResource("store-guard", {**s3_props(cfg, keys), "bucket": bucket.name, "stack": stack_fqn(),
+                                       "server": server.instance},
+                       pulumi.ResourceOptions(parent=owner, depends_on=[*server.ready, credentials, bucket]))
+    return Store(server, credentials, bucket, {}, keys)
 
 
 def scoped_read_key(owner: pulumi.Resource, cfg: StackConfig, server: S3Side, keys: Keys,

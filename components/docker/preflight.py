@@ -100,10 +100,11 @@ def this_machine(cfg: StackConfig, probes: Probes) -> list[str]:
     out: list[str] = []
     bad = lambda key, value, allowed: out.append(f"{NAMESPACE}:{key} = {value!r} is invalid: {allowed}")  # noqa: E731
     local = [h for h in cfg.hosts if h.local]
-    if local and not probes.fuse_available():
+    if local and cfg.models and not probes.fuse_available():
         bad("mountPath", cfg.mount_path, "a path on a host with FUSE: /dev/fuse is missing or not a character "
                                          "device (load the fuse module, or run the container with --device /dev/fuse)")
-    images = ([("vllmImage", cfg.vllm_image)] if any(h.vllm_image == cfg.vllm_image for h in local) else []) \
+    images = ([("vllmImage", cfg.vllm_image)] if cfg.models and any(h.vllm_image == cfg.vllm_image for h in local)
+              else []) \
         + ([("rustfsImage", cfg.rustfs_image)] if cfg.s3_server != "external" else []) \
         + ([("balancerImage", cfg.balancer_image)] if any(m.balancer_port for m in cfg.models) else []) \
         + ([("rcloneImage", cfg.rclone_image)] if any(

@@ -5,6 +5,11 @@ a hash cache, so the preview names every file that would be uploaded or deleted.
 transfer only the files whose object is missing or differs (parallel multipart uploads), delete
 the objects of files that left the folder, and verify every object against the manifest
 afterwards. Destroy removes the prefix only when purge was configured.
+
+``owner`` (the stack's fully qualified name) makes the prefix the stack's: an owner record in the
+bucket (components.storage.owners) is written before the first object; another stack's prefix is
+refused (``take_over``: unless that stack is no longer registered on the store), and a purge leaves
+a prefix another stack owns as it is.
 """
 from __future__ import annotations
 
@@ -20,7 +25,7 @@ from pulumi.dynamic import CheckFailure, CheckResult, CreateResult, DiffResult, 
 
 from components.storage import layout
 from components.storage.manifest import MULTIPART_THRESHOLD, PART_SIZE
-from components.storage import s3, space
+from components.storage import owners, s3, space
 from components.dynamic import secret_outputs
 from components.errors import ProviderError
 
@@ -29,7 +34,7 @@ REPLACE_ON = ("endpoint", "bucket", "prefix")
 DEFAULT_FILE_WORKERS = 4
 DEFAULT_PART_WORKERS = 1
 UPDATE_ON = ("manifest", "source", "access_key", "secret_key", "purge", "file_workers", "part_workers", "store",
-             "ca_bundle", "stack", "server")
+             "ca_bundle", "stack", "server", "owner", "take_over")
 
 
 PROGRESS_EVERY = 5.0  # seconds between progress lines of a running upload
@@ -189,6 +194,7 @@ def sync(props: dict[str, Any], old_manifest: dict[str, Any] | None = None) -> d
     part_workers = int(props.get("part_workers") or DEFAULT_PART_WORKERS)
     c = s3.client_for(props, max_pool=file_workers * part_workers + 4)
     started = time.monotonic()
+    claim(c, props)
     try:
         abort_incomplete(c, bucket, prefix)
         if old_manifest is None:
@@ -232,6 +238,22 @@ def sync(props: dict[str, Any], old_manifest: dict[str, Any] | None = None) -> d
         raise ProviderError(upload_error(exc, props, needed)) from None
     return {"files": len(todo), "bytes": sent, "deleted": len(stale),
             "seconds": round(time.monotonic() - started, 3)}
+
+
+def claim(c: Any, props: dict[str, Any]) -> None:
+    """The prefix is this stack's (``owner``, its fully qualified name) before anything is sent: a prefix
+    another stack owns is refused, naming it (issue 38; preflight said so at preview already)."""
+    fqn, bucket, prefix = props.get("owner"), props["bucket"], props["prefix"]
+    if not fqn:
+        return
+    try:
+        problem = owners.claim_problem(c, bucket, prefix, fqn, bool(props.get("take_over")))
+        if not problem and owners.owner(c, bucket, prefix) != fqn:
+            owners.claim(c, bucket, prefix, fqn)
+    except Exception as exc:  # noqa: BLE001
+        raise ProviderError(s3.explain(exc, props["endpoint"], f"owner record of model {prefix}")) from None
+    if problem:
+        raise ProviderError(f"model {prefix}: prefix '{prefix}' is {problem}")
 
 
 def upload_error(exc: BaseException, props: dict[str, Any], needed: int) -> str:
@@ -331,13 +353,21 @@ class ModelUploadProvider(ResourceProvider):
         if not configured_purge(props):
             return  # the weights stay in the bucket: purge was not configured
         c = s3.client_for(props)
+        fqn = props.get("owner")
         try:
+            held = owners.owner(c, props["bucket"], props["prefix"]) if fqn else None
+            if held not in (None, fqn):     # never another stack's objects (issue 38)
+                print(f"model {props['prefix']}: purgeOnDestroy left the prefix as it is: it is owned by stack "
+                      f"{held} (its owner record {owners.owner_key(props['prefix'])}), not by this stack", flush=True)
+                return
             abort_incomplete(c, props["bucket"], props["prefix"])
             keys = list(list_prefix(c, props["bucket"], props["prefix"]))
             for i in range(0, len(keys), 1000):
                 c.delete_objects(Bucket=props["bucket"],
                                  Delete={"Objects": [{"Key": _key(props["prefix"], r)} for r in keys[i:i + 1000]],
                                          "Quiet": True})
+            if fqn:
+                owners.release(c, props["bucket"], props["prefix"])     # the prefix is free again
         except Exception as exc:  # noqa: BLE001
             if s3.is_missing(exc):
                 return

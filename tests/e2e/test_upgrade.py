@@ -34,8 +34,9 @@ SCOPED = s3_under_test.KIND == "rustfs"
 # the bucket and the objects record the S3 server's container (a new one is checked again: they send nothing);
 # a mount's keeper moves to rcloneImage (its image pulled, the mount remounted: an update of its command)
 HARDENING = {("create", "purge-order"), ("update", "bucket-bucket"), ("update", f"model-{PREFIX}-objects")}
-# issue 38: the root component records the stack's policy facts (its inputs, for policy/): an update of it alone
-POLICY_FACTS = {("update", "rustfs-vllm")}
+# issue 38: the root component records the stack's policy facts (its inputs, for policy/), and each upload its
+# owner (the stack that owns its prefix: a record written, nothing uploaded)
+POLICY_FACTS = {("update", "rustfs-vllm"), ("update", f"model-{PREFIX}-objects")}
 
 
 def keeper_changes(load_format: str) -> set[tuple[str, str]]:

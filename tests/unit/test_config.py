@@ -153,6 +153,8 @@ CASES = [
     ("model-name", _models(name="bad name!"), ["models[0].name", "bad name!", "served model name"]),
     ("prefix-slash", _models(prefix="a/b"), ["prefix", "a/b", "one path segment"]),
     ("api-key-in-env", _set(vllmEnv={"VLLM_API_KEY": "x"}), ["vllmEnv.VLLM_API_KEY", "vllmApiKey"]),
+    ("api-key-dash", _set(vllmApiKey="-k3yStartsWithDash"), ["rustfs-vllm:vllmApiKey = '<secret>'",
+                                                              "does not start with '-'"]),
     ("smoke-tokens", _set(smokeMaxTokens=0), ["rustfs-vllm:smokeMaxTokens", "0", "1-256"]),
     ("ready-timeout", _set(vllmReadyTimeout=5), ["vllmReadyTimeout", "5", "30-7200"]),
     ("bind-address", _set(bindAddress="localhost"), ["bindAddress", "localhost", "IPv4"]),

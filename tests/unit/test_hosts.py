@@ -140,10 +140,11 @@ def without_issue_37(graph: dict[str, dict]) -> dict[str, dict]:
 
 
 def without_issue_38(graph: dict[str, dict]) -> dict[str, dict]:
-    """The graph less what issue 38 adds: the root component's policy facts (its inputs, for policy/: an
-    update of the root that changes no other resource)."""
-    return {u: ({k: v for k, v in i.items() if k != "policyFacts"} if "rustfs-vllm:index:" in u and
-                u.endswith("::rustfs-vllm") else i) for u, i in graph.items()}
+    """The graph less what issue 38 adds: the root component's policy facts (its inputs, for policy/) and
+    each upload's owner (the stack that owns its prefix: an update that sends nothing)."""
+    drop = {"policyFacts", "owner"}
+    return {u: ({k: v for k, v in i.items() if k not in drop} if ("rustfs-vllm:index:" in u and u.endswith("::rustfs-vllm"))
+                or "dynamic/rustfs-vllm:ModelUpload" in u else i) for u, i in graph.items()}
 
 
 KEEPER_ENV = ("RV_KEEPER_IMAGE", "RV_KEEPER_NAME", "RV_SPEC", "RV_STACK", "RV_SPEC_BEFORE",
