@@ -32,7 +32,8 @@ from tests.k8s.test_cluster import (RUSTFS_IMAGE, STANDIN_IMAGE, VLLM_IMAGE, cha
 from tests.pulumi_cli import Stack
 
 RESULTS = ROOT / "bench" / "results-k8s.json"
-PORT, S3_PORT = (32700 + 2 * secrets.randbelow(100) + i for i in range(2))
+# NodePorts (30000-32767) apart from the other k8s tests' ranges (test_cluster 31000-32499, test_upgrade 32000-32599)
+PORT, S3_PORT = (32620 + 2 * secrets.randbelow(70) + i for i in range(2))
 WARM_LINE = re.compile(r"rustfs-vllm: warm-up of \S+.*")
 
 
