@@ -50,9 +50,7 @@ def build_store(owner: pulumi.Resource, cfg: StackConfig, server: S3Side, keys: 
     read = scoped_read_key(owner, cfg, server, keys, after_server) if cfg.read_keys == "scoped" else None
     if read:
         after_server = pulumi.ResourceOptions(parent=owner, depends_on=[*server.ready, credentials, read[1]])
-    bucket = Bucket("bucket", BucketArgs(
-        endpoint=cfg.rustfs_endpoint, bucket=cfg.bucket, access_key=keys.access_key, secret_key=keys.secret_key,
-        purge=cfg.purge_on_destroy, store=server.store, ca_bundle=cfg.ca_bundle, server=server.instance), after_server)
+    bucket = the_bucket(cfg, server, keys, cfg.purge_on_destroy, after_server)
     uploads = {m.name: ModelUpload(f"model-{m.prefix}", ModelUploadArgs(
         endpoint=cfg.rustfs_endpoint, bucket=bucket.name, prefix=m.prefix, source=m.source,
         access_key=keys.access_key, secret_key=keys.secret_key, cache_dir=os.path.join(cfg.state_dir, "hash-cache"),
@@ -72,6 +70,12 @@ def build_store(owner: pulumi.Resource, cfg: StackConfig, server: S3Side, keys: 
     return Store(server, credentials, bucket, uploads, read_keys, read_key)
 
 
+def the_bucket(cfg: StackConfig, server: S3Side, keys: Keys, purge: bool, opts: pulumi.ResourceOptions) -> Bucket:
+    return Bucket("bucket", BucketArgs(
+        endpoint=cfg.rustfs_endpoint, bucket=cfg.bucket, access_key=keys.access_key, secret_key=keys.secret_key,
+        purge=purge, store=server.store, ca_bundle=cfg.ca_bundle, server=server.instance), opts)
+
+
 def stack_fqn() -> str:
     """This stack's fully qualified name, as owner records and registrations name it."""
     # a local backend's stacks belong to "organization" (what the engine says where none is set)
@@ -88,9 +92,7 @@ def build_platform(owner: pulumi.Resource, cfg: StackConfig, server: S3Side, key
     whose delete (destroy runs it before the server's) refuses while serving stacks are registered."""
     credentials = credential_check(server, "s3", cfg, keys)
     after_server = pulumi.ResourceOptions(parent=owner, depends_on=[*server.ready, credentials])
-    bucket = Bucket("bucket", BucketArgs(
-        endpoint=cfg.rustfs_endpoint, bucket=cfg.bucket, access_key=keys.access_key, secret_key=keys.secret_key,
-        purge=False, store=server.store, ca_bundle=cfg.ca_bundle, server=server.instance), after_server)
+    bucket = the_bucket(cfg, server, keys, False, after_server)
     StoreGuardResource("store-guard", {**s3_props(cfg, keys), "bucket": bucket.name, "stack": stack_fqn(),
                                        "server": server.instance},
                        pulumi.ResourceOptions(parent=owner, depends_on=[*server.ready, credentials, bucket]))
@@ -101,8 +103,7 @@ def scoped_read_key(owner: pulumi.Resource, cfg: StackConfig, server: S3Side, ke
                     opts: pulumi.ResourceOptions) -> tuple[ReadKeyResource, ReadGrantResource]:
     """The stack's read key: a user of the server (ReadKey), and the policy that lets it read only the models'
     prefixes (ReadGrant)."""
-    common = {"endpoint": cfg.rustfs_endpoint, "access_key": keys.access_key, "secret_key": keys.secret_key,
-              "store": server.store, **({"ca_bundle": cfg.ca_bundle} if cfg.ca_bundle else {})}
+    common = {**s3_props(cfg, keys), "store": server.store}
     key = ReadKeyResource("read-key", {**common, "user_base": read_policy.user_base(cfg.stack, cfg.bucket)}, opts)
     grant = ReadGrantResource("read-grant", {
         **common, "user": key.read_access_key, "server": server.instance,
