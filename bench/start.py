@@ -232,8 +232,8 @@ def headline(got: dict, default: str = "mount") -> dict:  # noqa: C901
     r, ph = got["ratios"], got["phases"]
     out = {temp: {"load_ratio_vs_local": r[f"{default}:{temp}"]["load_ratio_vs_local"],
                   "first_token_ratio_vs_local": r[f"{default}:{temp}"]["first_token_ratio_vs_local"]}
-           for temp in ("cold", "warm")}
-    fraction = ph[f"{default}:cold"].get("warmed_fraction_at_load_begin")
+           for temp in ("cold", "warm") if f"{default}:{temp}" in r}    # RUSTFS_VLLM_BENCH_PATHS may leave one out
+    fraction = ph.get(f"{default}:cold", {}).get("warmed_fraction_at_load_begin")
     if fraction:
         out["cold"]["warmed_fraction_at_load_begin"] = fraction
     return {**out, **({"copy_cold": r["copy:cold"]} if "copy:cold" in r else {})}
@@ -249,7 +249,7 @@ def bench_all(server, results: dict, models: dict[str, tuple[Path, str, Sequence
         t = time.monotonic()
         got = bench_start(server, model, bucket, args, full=full)
         out[name] = {**headline(got), "detail": got, "seconds": round(time.monotonic() - t)}
-        log(f"start {name}: cold {out[name]['cold']}, warm {out[name]['warm']}")
+        log(f"start {name}: cold {out[name].get('cold')}, warm {out[name].get('warm')}")
         save()
     for name, (model, bucket, args) in models.items():
         if not full:

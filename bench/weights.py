@@ -144,6 +144,7 @@ def vllm_start(work: Path, model_args: Sequence[str], *, source_dir: Optional[Pa
             watcher.stop.set()
         first_at, answer = first_token(port)
         logs = c.logs().decode(errors="replace")
+        _keep_log(work, c, model_args)
         m = re.search(r"Loading weights took ([0-9.]+) seconds", logs)
         return Start(round(ready, 2), load_seconds(logs), float(m.group(1)) if m else None, answer,
                      phases(logs, t0, ready_at, first_at), list(watcher.samples) if watcher else [])
@@ -151,6 +152,16 @@ def vllm_start(work: Path, model_args: Sequence[str], *, source_dir: Optional[Pa
         if watcher:
             watcher.stop.set()
         c.remove(force=True)
+
+
+def _keep_log(work: Path, c, model_args: Sequence[str]) -> None:
+    """The container's log with Docker's timestamps, in ``work``/logs/start-<time>.log (where a start's
+    boot spends its time, line by line; the folder goes with the bench's work folder)."""
+    folder = work / "logs"
+    folder.mkdir(exist_ok=True)
+    head = f"# {c.attrs.get('Config', {}).get('Cmd')}\n"
+    (folder / f"start-{time.strftime('%H%M%S')}-{c.short_id}.log").write_text(
+        head + c.logs(timestamps=True).decode(errors="replace"))
 
 
 def _started(c, fallback: float) -> float:

@@ -41,3 +41,15 @@ def test_the_entrypoint_waits_for_the_weights_before_either(tmp_path):
     (tmp_path / "config.json").write_text("{}")
     out, err = proc.communicate(timeout=30)
     assert out == "serving\n" and "waiting for the model's mount" in err, err
+
+
+def test_the_probes_of_a_part_start_at_its_first_byte_and_reach_its_last_one_stride_at_a_time():
+    from components.mounting import warm
+
+    for off, length in ((0, 40 << 20), (16 << 20, (5 << 20) + 123), (7, 100), (0, warm.PROBE)):
+        at = warm.probes(off, length)
+        assert at[0] == off                                          # rclone's download of the part starts here
+        assert at[-1] + warm.PROBE >= off + length                   # ... and is waited for up to the part's end
+        assert all(b - a <= warm.STRIDE for a, b in zip(at, at[1:]))  # never a gap rclone would open a range for
+        assert all(off <= a < off + length for a in at)
+    assert len(warm.probes(0, 3 << 30)) * warm.PROBE <= (3 << 30) // 200   # under 0.5% of the bytes cross FUSE
