@@ -574,7 +574,7 @@ def run_big_only(kind: str, full: bool) -> None:
     with fresh_server(kind) as server:
         model = big_model_uploaded(server, results, 5 if full else 1)
         start.bench_all(server, results, {"big": (model, "up-big-model", weights.BIG_ARGS)}, True,
-                        save=lambda: out.write_text(json.dumps(results, indent=2)))   # a run stopped early keeps the starts
+                        save=lambda: save(results, kind))   # a run stopped early keeps the starts
     results["start"]["big"]["machine_load"] = stats.LOAD.summary()
     results["noisy"] = noisy(results)
     out.write_text(json.dumps(results, indent=2))

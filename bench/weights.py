@@ -144,7 +144,7 @@ def vllm_start(work: Path, model_args: Sequence[str], *, source_dir: Optional[Pa
             watcher.stop.set()
         first_at, answer = first_token(port)
         logs = c.logs().decode(errors="replace")
-        _keep_log(work, c, model_args)
+        _keep_log(work, c)
         m = re.search(r"Loading weights took ([0-9.]+) seconds", logs)
         return Start(round(ready, 2), load_seconds(logs), float(m.group(1)) if m else None, answer,
                      phases(logs, t0, ready_at, first_at), list(watcher.samples) if watcher else [])
@@ -154,7 +154,7 @@ def vllm_start(work: Path, model_args: Sequence[str], *, source_dir: Optional[Pa
         c.remove(force=True)
 
 
-def _keep_log(work: Path, c, model_args: Sequence[str]) -> None:
+def _keep_log(work: Path, c) -> None:
     """The container's log with Docker's timestamps, in ``work``/logs/start-<time>.log (where a start's
     boot spends its time, line by line; the folder goes with the bench's work folder)."""
     folder = work / "logs"

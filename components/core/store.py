@@ -71,6 +71,7 @@ def build_store(owner: pulumi.Resource, cfg: StackConfig, server: S3Side, keys: 
 
 
 def the_bucket(cfg: StackConfig, server: S3Side, keys: Keys, purge: bool, opts: pulumi.ResourceOptions) -> Bucket:
+    """The stack's bucket on ``server`` (serving and platform stacks alike; a platform stack never purges)."""
     return Bucket("bucket", BucketArgs(
         endpoint=cfg.rustfs_endpoint, bucket=cfg.bucket, access_key=keys.access_key, secret_key=keys.secret_key,
         purge=purge, store=server.store, ca_bundle=cfg.ca_bundle, server=server.instance), opts)
