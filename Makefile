@@ -15,14 +15,14 @@ images:
 rustfs-image:
 	scripts/build-images && scripts/build-rustfs-image
 unit:
-	scripts/bootstrap >/dev/null && . scripts/env.sh && python -m pytest -q tests/unit
+	scripts/bootstrap >/dev/null && . scripts/env.sh && .venv/bin/python -m pytest -q tests/unit
 integration:
-	scripts/bootstrap >/dev/null && . scripts/env.sh && python -m pytest -q tests/integration tests/toolchain
+	scripts/bootstrap >/dev/null && . scripts/env.sh && .venv/bin/python -m pytest -q tests/integration tests/toolchain
 e2e:
-	scripts/bootstrap >/dev/null && . scripts/env.sh && python -m pytest -q tests/e2e
+	scripts/bootstrap >/dev/null && . scripts/env.sh && .venv/bin/python -m pytest -q tests/e2e
 bench:
 	scripts/bench $(BENCH_ARGS)
 bench-serve:
 	scripts/bench-serve $(BENCH_ARGS)
 destroy:
-	. scripts/env.sh && pulumi destroy --yes --stack $${STACK:-offline}
+	. scripts/env.sh && pulumi destroy --run-program --yes --stack $${STACK:-offline}

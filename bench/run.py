@@ -421,7 +421,7 @@ def bench_stack(full: bool, results: dict, program: Path = ROOT, label: str = "s
                 left -= n
     stack = Stack(program, f"bench-{secrets.token_hex(3)}")
     if program != ROOT:  # that revision's components, not ours
-        stack.env = {**stack.env, "PYTHONPATH": str(program), "RUSTFS_VLLM_ROOT": str(program)}
+        stack.env = {**stack.env, "PYTHONPATH": str(program)}
     stack.init()
     try:
         name = stack.name

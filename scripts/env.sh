@@ -1,13 +1,13 @@
-# scripts/env.sh: the one place for rustfs-vllm's offline Pulumi settings.
-# Sourced by the Makefile, the test suite and the README's commands:  . scripts/env.sh
+# scripts/env.sh: what this project's offline machines need around a stock Pulumi, and nothing else.
+# Sourced by scripts/up, scripts/test and the Makefile; in your shell:  . scripts/env.sh
+# With your own Pulumi and a backend you are logged in to, you need none of it (README: With your own
+# Pulumi): Pulumi.yaml names the virtualenv, and the program and its providers import from this folder.
 _rv_root="$(cd "$(dirname "${BASH_SOURCE[0]:-$0}")/.." && pwd)"
-export RUSTFS_VLLM_ROOT="$_rv_root"
-# The dynamic providers are pickled by reference to their modules (components.storage.*, components.serving.*;
-# older stacks: components.providers.*, aliased there): make them importable.
-export PYTHONPATH="$_rv_root${PYTHONPATH:+:$PYTHONPATH}"
-# Our tools first: the built pulumi CLI, the language host, the dynamic-provider shim, the venv.
-export PATH="$_rv_root/.tools/bin:$_rv_root/.venv/bin:$PATH"
-# A local backend inside the ignored state folder; no pulumi.com, no update checks, no downloads.
+# The Pulumi CLI scripts/bootstrap built (with the upstream language host beside it) when no pulumi of
+# yours was found; an empty folder otherwise.
+export PATH="$_rv_root/.tools/bin:$PATH"
+# A local backend inside the ignored state folder; the plugins bootstrap installed (project plugin home);
+# no pulumi.com, no update checks, no downloads.
 export PULUMI_BACKEND_URL="${PULUMI_BACKEND_URL:-file://$_rv_root/.state/backend}"
 export PULUMI_HOME="${PULUMI_HOME:-$_rv_root/.state/pulumi-home}"
 export PULUMI_SKIP_UPDATE_CHECK=true

@@ -16,8 +16,9 @@ from __future__ import annotations
 from typing import Any, Optional
 
 import pulumi
-from pulumi.dynamic import CheckFailure, CheckResult, CreateResult, DiffResult, ReadResult, Resource, ResourceProvider, UpdateResult
+from pulumi.dynamic import CheckFailure, CheckResult, CreateResult, DiffResult, ReadResult, Resource, UpdateResult
 
+from components.providers.base import Provider
 from components.storage import s3
 from components.dynamic import secret_outputs
 from components.errors import ProviderError
@@ -25,7 +26,7 @@ from components.errors import ProviderError
 REPLACE_ON = ("endpoint", "bucket")
 
 
-class BucketProvider(ResourceProvider):
+class BucketProvider(Provider):
     def check(self, olds: dict[str, Any], news: dict[str, Any]) -> CheckResult:
         failures = []
         name = news.get("bucket")

@@ -24,8 +24,9 @@ import time
 from typing import Any, Optional
 
 import pulumi
-from pulumi.dynamic import CreateResult, DiffResult, Resource, ResourceProvider, UpdateResult
+from pulumi.dynamic import CreateResult, DiffResult, Resource, UpdateResult
 
+from components.providers.base import Provider
 from components.storage import s3
 from components.dynamic import secret_outputs
 from components.errors import ProviderError
@@ -79,7 +80,7 @@ def check(props: dict[str, Any]) -> None:
             f"default user from the server (or use environment dev, where the defaults are allowed).{hint}")
 
 
-class CredentialCheckProvider(ResourceProvider):
+class CredentialCheckProvider(Provider):
     def create(self, props: dict[str, Any]) -> CreateResult:
         check_until(props)
         return CreateResult(f"credentials-{props['endpoint']}", dict(props))

@@ -20,9 +20,10 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Optional
 
 import pulumi
-import yaml
-from pulumi.dynamic import CheckFailure, CheckResult, CreateResult, DiffResult, ReadResult, Resource, ResourceProvider, UpdateResult
+from pulumi.dynamic import CheckFailure, CheckResult, CreateResult, DiffResult, ReadResult, Resource, UpdateResult
 
+from components.providers.base import Provider
+from components.providers.destroy_config import purge_at_destroy
 from components.storage import layout
 from components.storage.manifest import MULTIPART_THRESHOLD, PART_SIZE
 from components.storage import owners, s3, space
@@ -265,40 +266,7 @@ def upload_error(exc: BaseException, props: dict[str, Any], needed: int) -> str:
     return message
 
 
-def purge_in_config(stack: Optional[str], folder: str = "") -> Optional[bool]:
-    """purgeOnDestroy as ``Pulumi.<stack>.yaml`` says now (in the project folder, a dynamic provider's
-    working folder); None when the file cannot tell (no stack recorded yet, no such file)."""
-    if not stack:
-        return None
-    path = os.path.join(folder or os.getcwd(), f"Pulumi.{stack}.yaml")
-    try:
-        with open(path, encoding="utf-8") as fh:
-            config = (yaml.safe_load(fh) or {}).get("config") or {}
-    except (OSError, yaml.YAMLError, AttributeError):
-        return None
-    value = config.get("rustfs-vllm:purgeOnDestroy", False)
-    return value is True or str(value).strip().lower() == "true"
-
-
-def configured_purge(props: dict[str, Any], folder: str = "") -> bool:
-    """purgeOnDestroy as the stack's configuration says at destroy time. ``pulumi destroy`` works from
-    the deployed state, which holds the value of the last ``up``; a ``pulumi config set purgeOnDestroy``
-    made since is in ``Pulumi.<stack>.yaml`` (in the project folder, this provider's working folder),
-    and that is what is followed, either way, saying so. The deployed value when the file cannot tell
-    (no ``stack`` recorded yet, no such file, config kept elsewhere)."""
-    deployed = bool(props.get("purge"))
-    now = purge_in_config(props.get("stack"), folder)
-    if now is None:
-        return deployed
-    path = f"Pulumi.{props.get('stack')}.yaml"
-    if now != deployed:
-        print(f"model {props.get('prefix')}: purgeOnDestroy is {str(now).lower()} in {path} "
-              f"(the stack was last deployed with {str(deployed).lower()}): following the configuration, "
-              f"{'removing' if now else 'keeping'} the model's objects", flush=True)
-    return now
-
-
-class ModelUploadProvider(ResourceProvider):
+class ModelUploadProvider(Provider):
     def check(self, olds: dict[str, Any], news: dict[str, Any]) -> CheckResult:
         failures = []
         source = news.get("source")
@@ -350,7 +318,7 @@ class ModelUploadProvider(ResourceProvider):
         return ReadResult(id_, {**props, "manifest": seen})
 
     def delete(self, _id: str, props: dict[str, Any]) -> None:
-        if not configured_purge(props):
+        if not purge_at_destroy(props, f"model {props.get('prefix')}", "the model's objects"):
             return  # the weights stay in the bucket: purge was not configured
         c = s3.client_for(props)
         fqn = props.get("owner")

@@ -3,9 +3,9 @@ copies and VFS caches go.
 
 ``pulumi destroy`` works from the deployed state: the copies' and the VFS cache's delete commands carry
 the purgeOnDestroy of the last ``up`` (RV_PURGE). This resource depends on them, so destroy deletes it
-first; its delete reads purgeOnDestroy as ``Pulumi.<stack>.yaml`` says then (as the uploads' delete
-does) and writes it, with the time, to ``<mountCacheDir>/.rustfs-vllm-purge`` on the host (over SSH
-for a remote one); the mount tool's ``copy-down`` and ``cache-down`` follow a fresh order over RV_PURGE
+first; its delete decides purgeOnDestroy as the uploads' delete does (components/providers/destroy_config.py)
+and writes it, with the time, to ``<mountCacheDir>/.rustfs-vllm-purge`` on the host (over SSH for a
+remote one); the mount tool's ``copy-down`` and ``cache-down`` follow a fresh order over RV_PURGE
 (components/mounting/vfs_cache.py). A host that cannot be told is said in one line; its copies and
 cache then follow the deployed value. Create and update record the values and do nothing else.
 """
@@ -19,10 +19,11 @@ import time
 from typing import Any, Optional
 
 import pulumi
-from pulumi.dynamic import CreateResult, DiffResult, Resource, ResourceProvider, UpdateResult
+from pulumi.dynamic import CreateResult, DiffResult, Resource, UpdateResult
 
+from components.providers.base import Provider
 from components.mounting.vfs_cache import PURGE_ORDER as ORDER
-from components.providers.model_upload import purge_in_config
+from components.providers.destroy_config import purge_at_destroy
 
 
 def write_order(props: dict[str, Any], purge: bool) -> Optional[str]:
@@ -44,7 +45,7 @@ def write_order(props: dict[str, Any], purge: bool) -> Optional[str]:
         return str(exc)
 
 
-class PurgeOrderProvider(ResourceProvider):
+class PurgeOrderProvider(Provider):
     def create(self, props: dict[str, Any]) -> CreateResult:
         return CreateResult(f"purge-order-{props['host']}", dict(props))
 
@@ -57,18 +58,13 @@ class PurgeOrderProvider(ResourceProvider):
         return UpdateResult(dict(news))
 
     def delete(self, _id: str, props: dict[str, Any]) -> None:
-        deployed = bool(props.get("purge"))
-        now = purge_in_config(props.get("stack"))
-        purge = deployed if now is None else now
-        trouble = write_order(props, purge)
         host, root = props["host"], props["cache_root"]
+        purge = purge_at_destroy(props, f"host {host}", f"the copies and VFS caches under {root}")
+        trouble = write_order(props, purge)
         if trouble:
             print(f"host {host}: could not tell it purgeOnDestroy is {str(purge).lower()} ({trouble}); its "
-                  f"copies and VFS caches under {root} follow the last up's value ({str(deployed).lower()})", flush=True)
-        elif now is not None and now != deployed:
-            print(f"host {host}: purgeOnDestroy is {str(now).lower()} in Pulumi.{props.get('stack')}.yaml (the stack "
-                  f"was last deployed with {str(deployed).lower()}): following the configuration, "
-                  f"{'removing' if now else 'keeping'} the copies and VFS caches under {root}", flush=True)
+                  f"copies and VFS caches under {root} follow the last up's value "
+                  f"({str(bool(props.get('purge'))).lower()})", flush=True)
 
 
 class PurgeOrderResource(Resource, module="rustfs-vllm", name="PurgeOrder"):

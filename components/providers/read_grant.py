@@ -17,8 +17,9 @@ import json
 from typing import Any, Optional
 
 import pulumi
-from pulumi.dynamic import CreateResult, DiffResult, ReadResult, Resource, ResourceProvider, UpdateResult
+from pulumi.dynamic import CreateResult, DiffResult, ReadResult, Resource, UpdateResult
 
+from components.providers.base import Provider
 from components.dynamic import secret_outputs
 from components.errors import ProviderError
 from components.storage import admin_api, read_policy
@@ -48,7 +49,7 @@ def grant(props: dict[str, Any]) -> None:
     admin_api.call(props, f"attach policy {name} to {user}", lambda: admin.policy_set(name, user=user))
 
 
-class ReadGrantProvider(ResourceProvider):
+class ReadGrantProvider(Provider):
     def create(self, props: dict[str, Any]) -> CreateResult:
         grant(props)
         return CreateResult(read_policy.policy_name(props["user"]), dict(props))

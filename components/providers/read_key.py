@@ -30,8 +30,9 @@ import secrets
 from typing import Any, Optional
 
 import pulumi
-from pulumi.dynamic import ConfigureRequest, CreateResult, DiffResult, ReadResult, Resource, ResourceProvider
+from pulumi.dynamic import ConfigureRequest, CreateResult, DiffResult, ReadResult, Resource
 
+from components.providers.base import Provider
 from components.dynamic import secret_outputs
 from components.errors import ProviderError
 from components.storage import admin_api, read_policy
@@ -75,7 +76,7 @@ def free_user(props: dict[str, Any], admin: Any) -> str:
 NAMESPACE = "rustfs-vllm"
 
 
-class ReadKeyProvider(ResourceProvider):
+class ReadKeyProvider(Provider):
     current: Optional[tuple[str, str]] = None      # the stack's root keys as configured now (configure)
 
     def configure(self, req: ConfigureRequest) -> None:

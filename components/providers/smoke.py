@@ -17,8 +17,9 @@ import urllib.request
 from typing import Any, Optional
 
 import pulumi
-from pulumi.dynamic import CreateResult, DiffResult, Resource, ResourceProvider, UpdateResult
+from pulumi.dynamic import CreateResult, DiffResult, Resource, UpdateResult
 
+from components.providers.base import Provider
 from components.dynamic import secret_outputs
 from components.errors import ProviderError
 
@@ -52,7 +53,7 @@ def post(props: dict[str, Any], sampling: dict[str, Any], what: str = "") -> str
         raise ProviderError(f"smoke test{what}: unexpected answer {str(answer)[:500]}") from None
 
 
-class CompletionProvider(ResourceProvider):
+class CompletionProvider(Provider):
     def create(self, props: dict[str, Any]) -> CreateResult:
         return CreateResult(f"completion-{props['model']}", complete(props))
 

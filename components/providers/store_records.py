@@ -10,8 +10,9 @@ from __future__ import annotations
 from typing import Any, Optional
 
 import pulumi
-from pulumi.dynamic import CreateResult, DiffResult, Resource, ResourceProvider, UpdateResult
+from pulumi.dynamic import CreateResult, DiffResult, Resource, UpdateResult
 
+from components.providers.base import Provider
 from components.dynamic import secret_outputs
 from components.errors import ProviderError
 from components.storage import owners, s3
@@ -25,7 +26,7 @@ def _changed(olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
                       delete_before_replace=False)
 
 
-class StoreTenantProvider(ResourceProvider):
+class StoreTenantProvider(Provider):
     def create(self, props: dict[str, Any]) -> CreateResult:
         self._register(props)
         return CreateResult(props["stack"], props)
@@ -57,7 +58,7 @@ class StoreTenantProvider(ResourceProvider):
             raise ProviderError(s3.explain(exc, props["endpoint"], f"registration of {props['stack']}")) from None
 
 
-class StoreGuardProvider(ResourceProvider):
+class StoreGuardProvider(Provider):
     def create(self, props: dict[str, Any]) -> CreateResult:
         return CreateResult(props["bucket"], props)
 

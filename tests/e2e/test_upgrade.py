@@ -102,7 +102,7 @@ def deployed_by(rev: str, tmp_path: Path, **model: object) -> tuple[Stack, Path,
     src = tmp_path / "model"
     shutil.copytree(MODEL, src, ignore=shutil.ignore_patterns(".complete"))
     stack = Stack(app, f"upg-{secrets.token_hex(3)}")
-    stack.env.update(PYTHONPATH=str(app), RUSTFS_VLLM_ROOT=str(app))   # the program in app/, not this checkout
+    stack.env.update(PYTHONPATH=str(app))   # an old main names `main: __main__.py`: its package from app/
     stack.init()
     prefix, port = f"rvllm-{stack.name}", free_port()
     stack.write_config({

@@ -1,5 +1,5 @@
-"""The mount script driven as the engine drives it: its inputs, the command plugin this machine
-has (the offline stand-in under tests), and small looks at the machine. Shared by the mount and
+"""The mount script driven as the engine drives it: its inputs, the real pulumi-command plugin, and
+small looks at the machine. Shared by the mount and
 TLS integration tests; their fixtures (``commands``, ``root``) are in conftest.py."""
 from __future__ import annotations
 
@@ -10,10 +10,9 @@ import subprocess
 import time
 
 from components.docker.mounts import expectations
-from standins.plugin import decode
 from tests.helpers import ROOT
 from tests.integration.conftest import ACCESS, SECRET
-from tests.plugin_client import PluginClient
+from tests.plugin_client import PluginClient, decode
 
 SCRIPT = str(ROOT / "scripts" / "rclone-mount")
 TOKEN = "command:local:Command"
@@ -49,11 +48,10 @@ def root_props(root):
 
 
 class Commands:
-    """scripts/rclone-mount run by the pulumi-command plugin this machine has (the offline stand-in
-    under tests; the same calls the engine makes)."""
+    """scripts/rclone-mount run by the real pulumi-command plugin 1.2.1 (the calls the engine makes)."""
 
     def __init__(self) -> None:
-        self.plugin = PluginClient("standins.command_provider")
+        self.plugin = PluginClient("command", "1.2.1")
 
     def create(self, inputs):
         id_, state = self.plugin.create(TOKEN, inputs, secrets={"environment"})

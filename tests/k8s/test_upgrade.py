@@ -30,7 +30,7 @@ def test_a_cluster_stack_made_before_the_core_previews_and_ups_with_only_what_la
     model = tmp_path / "model"
     shutil.copytree(MODEL, model, ignore=shutil.ignore_patterns(".complete"))
     stack = Stack(app, f"k8u-{secrets.token_hex(3)}")
-    stack.env.update(PYTHONPATH=str(app), RUSTFS_VLLM_ROOT=str(app))   # the program in app/, not this checkout
+    stack.env.update(PYTHONPATH=str(app))   # an old main names `main: __main__.py`: its package from app/
     stack.init()
     ns = f"rvllm-{stack.name}"
     server = "rustfs" if image_present(RUSTFS_IMAGE) else "rclone-serve-s3"

@@ -80,21 +80,18 @@ SERVERS = {
 
 
 def plugins_used() -> str:
-    """Which docker and command plugins the project's plugin home holds: the real ones or the stand-ins."""
+    """Which docker and command plugins the project's plugin home holds, and the language host they ran under."""
     import os
 
     home = os.environ.get("PULUMI_HOME") or str(ROOT / ".state" / "pulumi-home")
     said = []
     for name, version in (("docker", "5.1.0"), ("command", "1.2.1")):
         binary = os.path.join(home, "plugins", f"resource-{name}-v{version}", f"pulumi-resource-{name}")
-        try:
-            with open(binary, "rb") as fh:
-                standin = b"rustfs-vllm offline stand-in" in fh.read(4096)
-        except OSError:
-            said.append(f"{name} {version} (not installed)")
-            continue
-        said.append(f"{name} {version} " + ("**offline stand-in** (`standins/`)" if standin else
-                                             "**real** (built from its public release tag)"))
+        said.append(f"{name} {version} " + ("**real** (built from its public release tag)" if os.access(binary, os.X_OK)
+                                             else "(not installed)"))
+    host = ROOT / ".state" / "language-host.txt"
+    if host.exists():
+        said.append(f"language host: {host.read_text().strip()}")
     return ", ".join(said)
 
 
