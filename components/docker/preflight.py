@@ -21,6 +21,8 @@ from __future__ import annotations
 
 from typing import Mapping, Optional, Protocol, Sequence
 
+import pulumi
+
 from components.hosts import machine, ssh
 from components.serving import streamer
 from components.storage import tls
@@ -92,7 +94,24 @@ def check(cfg: StackConfig, probes: Probes) -> list[str]:
     for h in cfg.hosts:
         if not h.local:
             facts[h.name] = probes.docker_facts(h.name) if remote_ok else None
+    for line in never_started(cfg, facts):
+        pulumi.log.warn(line)
     return problems + gpu_problems(cfg, facts) + name_problems(cfg, facts)
+
+
+def never_started(cfg: StackConfig, facts: Mapping[str, Optional[DockerFacts]]) -> list[str]:
+    """This stack's containers that were made but never started: the docker provider keeps a container whose
+    start failed (a port taken after preview) and a plain `up` does not start it; a refresh replaces it."""
+    lines = []
+    for host, names in planned_containers(cfg).items():
+        f = facts.get(host)
+        for name in names:
+            if f is not None and f.states.get(name) == "created" and \
+                    f.containers.get(name, {}).get("rustfs-vllm.stack") == cfg.stack:
+                where = "" if host == here(cfg) else f" on host {host!r}"
+                lines.append(f"container {name}{where} was made but never started (its start failed in an earlier "
+                             "`up`); run `pulumi up --refresh`: the refresh finds it stopped and it is made again")
+    return lines
 
 
 def this_machine(cfg: StackConfig, probes: Probes) -> list[str]:

@@ -22,6 +22,7 @@ class DockerFacts:
     cdi_devices: tuple[str, ...] = ()
     hooks: tuple[str, ...] = ()                                   # NVIDIA hooks on the host's PATH
     containers: Mapping[str, Mapping[str, str]] = field(default_factory=dict)   # name -> labels
+    states: Mapping[str, str] = field(default_factory=dict)       # name -> created, running, exited, ...
 
     @property
     def gpus(self) -> bool:
@@ -29,11 +30,12 @@ class DockerFacts:
             any(d.startswith("nvidia.com/gpu") for d in self.cdi_devices)
 
 
-def from_info(info: Mapping, hooks: tuple[str, ...], containers: Mapping[str, Mapping[str, str]]) -> DockerFacts:
+def from_info(info: Mapping, hooks: tuple[str, ...], containers: Mapping[str, Mapping[str, str]],
+              states: Optional[Mapping[str, str]] = None) -> DockerFacts:
     """DockerFacts from `docker info`'s JSON (Runtimes; DiscoveredDevices on daemons with CDI)."""
     devices = tuple(str(d.get("ID", "")) for d in (info.get("DiscoveredDevices") or []) if isinstance(d, Mapping))
     return DockerFacts(runtimes=tuple(sorted((info.get("Runtimes") or {}).keys())), cdi_devices=devices,
-                       hooks=hooks, containers=containers)
+                       hooks=hooks, containers=containers, states=dict(states or {}))
 
 
 def local_facts() -> Optional[DockerFacts]:
@@ -43,10 +45,12 @@ def local_facts() -> Optional[DockerFacts]:
 
         client = docker.from_env(timeout=10)
         info = client.info()
-        found = {c.name: dict(c.labels or {}) for c in client.containers.list(all=True, sparse=False)}
+        listed = client.containers.list(all=True, sparse=False)
+        found = {c.name: dict(c.labels or {}) for c in listed}
+        states = {c.name: c.status for c in listed}
     except Exception:  # noqa: BLE001 - no daemon here: the image and port checks, or up, say so
         return None
-    return from_info(info, tuple(h for h in NVIDIA_HOOKS if shutil.which(h)), found)
+    return from_info(info, tuple(h for h in NVIDIA_HOOKS if shutil.which(h)), found, states)
 
 
 def image_label(image: str, key: str) -> str:
@@ -69,7 +73,7 @@ LOCAL_IMAGE = re.compile(r"^rustfs-vllm/")
 
 REMOTE_SCRIPT = ("docker info --format '{{json .}}'; echo '--- hooks'; "
                  + "; ".join(f"command -v {h} >/dev/null 2>&1 && echo {h}" for h in NVIDIA_HOOKS)
-                 + "; echo '--- containers'; docker ps -a --format '{{.Names}}\t{{.Labels}}'")
+                 + "; echo '--- containers'; docker ps -a --format '{{.Names}}\t{{.State}}\t{{.Labels}}'")
 
 
 def parse_remote(out: str) -> Optional[DockerFacts]:
@@ -81,11 +85,14 @@ def parse_remote(out: str) -> Optional[DockerFacts]:
     except (ValueError, IndexError):
         return None
     containers: dict[str, dict[str, str]] = {}
+    states: dict[str, str] = {}
     for line in ps_part.splitlines():
-        name, _, labels = line.partition("\t")
+        name, _, rest = line.partition("\t")
+        state, _, labels = rest.partition("\t")
         if name:
             containers[name] = dict(kv.split("=", 1) for kv in labels.split(",") if "=" in kv)
-    return from_info(info, tuple(h for h in hooks_part.split() if h in NVIDIA_HOOKS), containers)
+            states[name] = state
+    return from_info(info, tuple(h for h in hooks_part.split() if h in NVIDIA_HOOKS), containers, states)
 
 
 def remote_facts(argv: list[str], timeout: float = 25) -> Optional[DockerFacts]:

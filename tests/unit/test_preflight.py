@@ -70,8 +70,22 @@ def test_the_s3_server_and_entry_point_names_are_checked_on_this_machine(tmp_pat
 
 def test_remote_facts_are_read_from_the_probe_script_output():
     out = ('{"Runtimes": {"runc": {}, "nvidia": {}}, "ServerVersion": "27.0"}\n--- hooks\n'
-           'nvidia-container-runtime-hook\n--- containers\nweb\tcom.docker.compose.project=lab,a=b\nbare\t\n')
+           'nvidia-container-runtime-hook\n--- containers\nweb\trunning\tcom.docker.compose.project=lab,a=b\nbare\tcreated\t\n')
     f = docker_facts.parse_remote(out)
     assert f.gpus and f.runtimes == ("nvidia", "runc") and f.hooks == ("nvidia-container-runtime-hook",)
     assert f.containers == {"web": {"com.docker.compose.project": "lab", "a": "b"}, "bare": {}}
+    assert f.states == {"web": "running", "bare": "created"}
     assert docker_facts.parse_remote("Cannot connect to the Docker daemon\n--- hooks\n--- containers\n") is None
+
+
+def test_a_container_of_the_stack_that_never_started_is_named_with_the_refresh_that_mends_it(tmp_path):
+    cfg = load(raw_two_hosts(tmp_path))
+    name = f"{cfg.name_prefix}-vllm-{cfg.models[0].prefix.lower()}"
+    host = cfg.models[0].hosts[0]
+    mine = {"rustfs-vllm.stack": cfg.stack}
+    [line] = preflight.never_started(cfg, {host: DockerFacts(containers={name: mine}, states={name: "created"})})
+    assert line.startswith(f"container {name} on host {host!r} was made but never started"), line
+    assert "pulumi up --refresh" in line
+    assert preflight.never_started(cfg, {host: DockerFacts(containers={name: mine}, states={name: "running"})}) == []
+    other = DockerFacts(containers={name: {"rustfs-vllm.stack": "other"}}, states={name: "created"})
+    assert preflight.never_started(cfg, {host: other}) == []
