@@ -160,7 +160,8 @@ def _environment(args: KubeModelArgs) -> list[k8s.core.v1.EnvVarArgs]:
     keys as a file), and the API key from the Secret by reference."""
     c = args.cluster
     streamed = args.load_format == streamer.LOAD_FORMAT
-    env = {**({CPU_BIND: "nobind"} if not gpu_count(args.gpus) else {}), **dict(args.env),
+    env = {**({CPU_BIND: "nobind"} if not gpu_count(args.gpus) else {}),
+           **(streamer.TIMEOUTS if streamed else {}), **dict(args.env),
            **({"VLLM_CPU_KVCACHE_SPACE": f"{args.kv_cache_space_gib:g}"} if args.kv_cache_space_gib else {})}
     if not streamed:
         env["RV_MODEL_DIR"] = f"/models/{args.prefix}"     # the entrypoint's wait and warm-up read it

@@ -40,6 +40,15 @@ def argv(bind_address: str, port: int) -> list[str]:
     return ["--load-format", LOAD_FORMAT, "--host", bind_address, "--port", str(port)]
 
 
+# The streamer's S3 client gives each ranged GET 1,000 ms and retries none by default (its debug log says
+# "S3 request timeout is set to 1000 ms", "object storage retry timeout 0 seconds"): on a busy host or
+# server one slow 8 MiB read fails the whole load ("File access error"; seen on the test cluster when a
+# streamed pod rolled beside a client polling another model). These give a read 30 s and retry failed
+# reads for up to 120 s; both names tried with the streamer 0.17.1 in our image (its debug log shows them
+# taken). A model's env sets its own.
+TIMEOUTS = {"RUNAI_STREAMER_S3_REQUEST_TIMEOUT_MS": "30000", "RUNAI_STREAMER_S3_TIMEOUT": "120"}
+
+
 def env(endpoint: str, has_ca: bool) -> dict[str, str]:
     """The container's environment for the streamer: where and how to reach the bucket, no key."""
     out = {"AWS_ENDPOINT_URL": endpoint, "AWS_SHARED_CREDENTIALS_FILE": CREDENTIALS_FILE,

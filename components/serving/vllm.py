@@ -176,7 +176,8 @@ class VllmServer(pulumi.ComponentResource):
         super().__init__("rustfs-vllm:serving:VllmServer", name, None, opts)
         api_key = pulumi.Output.secret(args.api_key)
         cache = _compile_cache(name, args, self) if args.compile_cache else None
-        env = {**cpu_binding(args.gpus), **(COMPILE_CACHE_ENV if cache else {}), **dict(args.env),
+        env = {**cpu_binding(args.gpus), **(COMPILE_CACHE_ENV if cache else {}),
+               **(streamer.TIMEOUTS if args.streamed else {}), **dict(args.env),
                **({"VLLM_CPU_KVCACHE_SPACE": f"{args.kv_cache_space_gib:g}"} if args.kv_cache_space_gib else {}),
                **(streamer.env(args.s3_endpoint, bool(args.ca_bundle)) if args.streamed else {})}
         uploads = _uploads(args, api_key)
