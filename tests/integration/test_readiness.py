@@ -36,25 +36,29 @@ def test_ready_when_the_server_answers(image, client):
         c.remove(force=True)
 
 
-def test_an_exiting_container_fails_with_its_last_log_lines(image, client):
+def test_an_exiting_container_fails_in_one_line_with_the_cause_from_its_log(image, client):
     port = free_port()
     c = run(client, image, "rvllm-itest-ready2", port, ["serve", "s3", "/data", "--no-such-flag"])
     try:
         started = time.monotonic()
         proc = wait(c.name, f"http://127.0.0.1:{port}/", RV_TIMEOUT="60")
         assert proc.returncode == 1 and time.monotonic() - started < 30
-        assert "exited" in proc.stderr and "no-such-flag" in proc.stderr
+        [line] = proc.stderr.strip().splitlines()
+        assert line.startswith(f"wait-ready: container {c.name} ") and "exited" in line and "no-such-flag" in line, line
+        assert f"(its log: docker logs {c.name})" in line
     finally:
         c.remove(force=True)
 
 
-def test_timeout_names_the_url_and_shows_the_logs(image, client):
+def test_timeout_names_the_container_the_url_and_the_setting_in_one_line(image, client):
     port = free_port()
     c = run(client, image, "rvllm-itest-ready3", port, SERVE)
     try:
         proc = wait(c.name, f"http://127.0.0.1:{port}/never", RV_CONTAINS='"never"', RV_TIMEOUT="3")
         assert proc.returncode == 1
-        assert f"http://127.0.0.1:{port}/never not ready after 3 s (HTTP 404)" in proc.stderr
+        [line] = proc.stderr.strip().splitlines()
+        assert f"container {c.name} not ready at http://127.0.0.1:{port}/never after 3 s (HTTP 404)" in line, line
+        assert "vllmReadyTimeout" in line
     finally:
         c.remove(force=True)
 
