@@ -7,6 +7,7 @@ our vLLM image serving SmolLM2."""
 from __future__ import annotations
 
 import json
+import os
 import secrets
 import shutil
 import subprocess
@@ -102,7 +103,9 @@ def deployed_by(rev: str, tmp_path: Path, **model: object) -> tuple[Stack, Path,
     src = tmp_path / "model"
     shutil.copytree(MODEL, src, ignore=shutil.ignore_patterns(".complete"))
     stack = Stack(app, f"upg-{secrets.token_hex(3)}")
-    stack.env.update(PYTHONPATH=str(app))   # an old main names `main: __main__.py`: its package from app/
+    # an old main names `main: __main__.py`: its package from app/; and the folder's own .venv first on PATH,
+    # as for a user whose checkout has its virtualenv (the new Pulumi.yaml names it: the same rclone path)
+    stack.env.update(PYTHONPATH=str(app), PATH=f"{app / '.venv' / 'bin'}{os.pathsep}{stack.env['PATH']}")
     stack.init()
     prefix, port = f"rvllm-{stack.name}", free_port()
     stack.write_config({

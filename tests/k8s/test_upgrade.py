@@ -6,6 +6,7 @@ converges with a client polling the model through its Service (0 failed), destro
 tears down what the old one made."""
 from __future__ import annotations
 
+import os
 import secrets
 import shutil
 import time
@@ -30,7 +31,9 @@ def test_a_cluster_stack_made_before_the_core_previews_and_ups_with_only_what_la
     model = tmp_path / "model"
     shutil.copytree(MODEL, model, ignore=shutil.ignore_patterns(".complete"))
     stack = Stack(app, f"k8u-{secrets.token_hex(3)}")
-    stack.env.update(PYTHONPATH=str(app))   # an old main names `main: __main__.py`: its package from app/
+    # an old main names `main: __main__.py`: its package from app/; and the folder's own .venv first on PATH,
+    # as for a user whose checkout has its virtualenv (the new Pulumi.yaml names it: the same rclone path)
+    stack.env.update(PYTHONPATH=str(app), PATH=f"{app / '.venv' / 'bin'}{os.pathsep}{stack.env['PATH']}")
     stack.init()
     ns = f"rvllm-{stack.name}"
     server = "rustfs" if image_present(RUSTFS_IMAGE) else "rclone-serve-s3"
