@@ -25,10 +25,10 @@ run's results.
 {also}## Recovery after an interrupted `pulumi up`
 
 - **SIGINT** (Ctrl-C): Pulumi lets the operations in flight finish and stops; run `pulumi up` again.
-- **SIGKILL** (or a lost machine): the program's own plugins (language host, dynamic-provider
-  host, offline stand-ins) see the engine gone and exit within a second, so a cut-off upload stops
-  sending, and they end the run's other plugins (the real Go plugins check the engine only every 5
-  minutes); the rclone mounts already made stay (they belong to the stack). The stack stays locked
+- **SIGKILL** (or a lost machine): the program's process exits at once and its dynamic providers
+  see the engine gone and exit within a second (components/providers/base.py), so a cut-off upload
+  stops sending; upstream's language host and the Go plugins live on until their own engine health
+  check ends them (about 5 minutes); the rclone mounts already made stay (they belong to the stack). The stack stays locked
   and the state may list pending operations. Run `pulumi cancel --yes` (releases the lock),
   `pulumi refresh --yes --clear-pending-creates` (reconciles the state with the machine and the
   bucket, and drops creates that never finished, which would otherwise warn on every run), then
