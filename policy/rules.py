@@ -76,6 +76,10 @@ def exposure(facts: Facts, stack: str) -> list[str]:
         if key == "target":
             out.append(f"vllmApiKey: production stack '{stack}' serves through {where} with no API key: anyone who "
                        "reaches a node can use the models; set it: pulumi config set --secret vllmApiKey <key>")
+        elif key == "routerPort" and not loopback(str(where)):
+            out.append(f"routerPort: the stack's one endpoint listens on '{where}' (bindAddress) on production stack "
+                       f"'{stack}' with no vllmApiKey: anyone who reaches this machine can use every model; set one "
+                       "(pulumi config set --secret vllmApiKey <key>) or bind to 127.0.0.1")
         elif not loopback(str(where)):
             out.append(f"{key}: '{where}' on production stack '{stack}' publishes vLLM beyond this machine with no "
                        "vllmApiKey; set one (pulumi config set --secret vllmApiKey <key>) or bind to 127.0.0.1")

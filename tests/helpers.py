@@ -35,6 +35,24 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def free_ports(n: int) -> int:
+    """The first of ``n`` consecutive ports free on 127.0.0.1 and 0.0.0.0 (the router's endpoint, router, metrics)."""
+    import socket
+
+    for _ in range(200):
+        first = free_port()
+        if first + n > 65535:
+            continue
+        try:
+            for port in range(first, first + n):
+                with socket.socket() as s:
+                    s.bind(("0.0.0.0", port))
+            return first
+        except OSError:
+            continue
+    raise RuntimeError(f"no {n} consecutive free ports")
+
+
 def pulumi_env() -> dict[str, str]:
     """The environment scripts/env.sh sets up, for subprocesses."""
     import subprocess

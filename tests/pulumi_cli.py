@@ -7,7 +7,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from tests.helpers import pulumi_env
+from tests.helpers import free_ports, pulumi_env
 
 
 # (command, everything it printed) of every pulumi command run in this test process: the reliability
@@ -51,7 +51,8 @@ class Stack:
         else:
             self.run(*args, "--", value)
 
-    def write_config(self, config: dict, raw_text: str | None = None, keep_secrets: bool = False) -> None:
+    def write_config(self, config: dict, raw_text: str | None = None, keep_secrets: bool = False,
+                     router_port: bool = True) -> None:
         """Replace the stack's config file (keeping its encryption salt): plain keys only, and with
         ``keep_secrets`` the secrets set before (``pulumi config set --secret``) that ``config`` leaves out."""
         import yaml
@@ -70,6 +71,11 @@ class Stack:
         if raw_text is not None:
             path.write_text(raw_text)
             return
+        if router_port and "routerPort" not in config and config.get("target") != "kubernetes":
+            # the stack's one endpoint on ports of its own (a stack left up elsewhere keeps 8080), the same
+            # for every write of this stack's config
+            self._router_port = getattr(self, "_router_port", None) or free_ports(3)
+            config = {**config, "routerPort": self._router_port}
         data = {"config": {**kept, **{f"rustfs-vllm:{k}": v for k, v in config.items()}}}
         if salt:
             data["encryptionsalt"] = salt

@@ -184,7 +184,8 @@ def _serving(r: Reader, v: dict[str, Any]) -> None:
              vllm_env=env_map(r, "vllmEnv", r.value("vllmEnv")), vllm_api_key=r.value("vllmApiKey"),
              vllm_restart=r.value("vllmRestart"), vllm_compile_cache=r.value("vllmCompileCache"), vllm_ready_timeout=r.value("vllmReadyTimeout"),
              bind_address=r.value("bindAddress"), smoke_test=r.value("smokeTest"), smoke_prompt=r.value("smokePrompt"),
-             smoke_max_tokens=r.value("smokeMaxTokens"), balancer_image=r.value("balancerImage"),
+             smoke_max_tokens=r.value("smokeMaxTokens"), router=r.value("router"),
+             router_port=r.value("routerPort"), router_policy=r.value("routerPolicy"), router_image=r.value("routerImage"),
              rclone_image=r.value("rcloneImage"))
     if v["vllm_api_key"].startswith("-"):   # vLLM reads it from a config file into `--api-key <key>`
         r.bad("vllmApiKey", "<secret>", "a key that does not start with '-' (vLLM's argument parser takes such a "
@@ -222,9 +223,10 @@ def _ports(r: Reader, v: dict[str, Any]) -> None:
         if local_host in m.hosts and m.port in taken:
             r.bad(f"models[{m.name}].port", m.port, "a port not used by the S3 server")
     taken |= {m.port for m in models if local_host in m.hosts}
-    for m in models:
-        if m.balancer_port is not None:
-            if m.balancer_port in taken:
-                r.bad(f"models[{m.name}].balancerPort", m.balancer_port,
-                      "a port of its own on this machine (not the S3 server's, a model's or another entry point's)")
-            taken.add(m.balancer_port)
+    if v["router"] and v.get("kube") is None:
+        mine = {v["router_port"], v["router_port"] + 1, v["router_port"] + 2}
+        clash = sorted(mine & taken)
+        if clash:
+            r.bad("routerPort", v["router_port"], f"a port whose next two are free too (the router takes "
+                  f"{v['router_port'] + 1} and {v['router_port'] + 2} on 127.0.0.1); {clash[0]} is the S3 server's "
+                  "or a model's")

@@ -39,6 +39,7 @@ LOCAL_COPY = "local_copy"
 LOAD_FORMATS = ("mount", "runai_streamer", LOCAL_COPY)
 # Where the stack serves: Docker hosts (this machine, or hosts over SSH), or a Kubernetes cluster.
 TARGETS = ("docker", "kubernetes")
+ROUTER_POLICIES = ("cache_aware", "round_robin", "power_of_two", "random", "consistent_hash", "sticky_least_loaded")
 # A Kubernetes name (namespace): an RFC 1123 label.
 DNS_LABEL_RE = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
 QUANTITY_RE = re.compile(r"^[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|K|M|G|T)?$")
@@ -243,9 +244,23 @@ KEYS: tuple[Key, ...] = (
     _secret("sshPrivateKey", "", "an SSH private key (set it with --secret)",
             "SSH private key that reaches every remote host in hosts (set with --secret, e.g. pulumi config set "
             "--secret sshPrivateKey < ~/.ssh/id_ed25519). Unset: the SSH agent and ~/.ssh keys."),
-    Key("balancerImage", str, "nginx:1.22.1", "a Docker image reference with nginx",
-        "Image of the entry points (one nginx container on this machine; see models[].balancerPort). The "
-        "offline stacks use rustfs-vllm/nginx:1.22.1-local (Debian's nginx-light, built by scripts/build-images)."),
+    _bool("router", True,
+          "One OpenAI endpoint for the whole stack on this machine (vLLM's router, vllm-router, with nginx in front): "
+          "GET /v1/models lists every model, a request goes to the servers of the model it names, over every host; "
+          "the per-model ports stay. false: no endpoint (each model only at its own port)."),
+    Key("routerPort", int, 8080, PORT + " (the router itself takes the next two on 127.0.0.1)",
+        "The endpoint's port, on bindAddress (target kubernetes: kubeRouterNodePort). The router listens on "
+        "127.0.0.1:<routerPort+1> and its Prometheus metrics on 127.0.0.1:<routerPort+2> (also at <endpoint>/metrics).",
+        lo=1, hi=65533),
+    _choice("routerPolicy", "cache_aware", ROUTER_POLICIES,
+            "How the router picks among a model's servers: cache_aware (vllm-router's default: the server whose "
+            "prefix cache holds most of the prompt, else the least loaded), round_robin, power_of_two, random, "
+            "consistent_hash or sticky_least_loaded."),
+    Key("routerImage", str, "rustfs-vllm/vllm-router:0.1.17", IMAGE,
+        "Image of the endpoint: vllm-router from PyPI and nginx; scripts/build-images builds "
+        "rustfs-vllm/vllm-router:0.1.17 (no upstream image of vllm-router exists)."),
+    Key("balancerImage", str, "nginx:1.22.1", "a Docker image reference (no longer used)",
+        "No longer used: the stack's router replaced the per-model nginx entry points (models[].balancerPort)."),
     _bool("smokeTest", True,
           "After each server is ready, send one completion; its text becomes the smoke_completions output."),
     Key("smokePrompt", str, "RustFS is", "a non-empty string", "Prompt of the smoke completion.",
@@ -280,8 +295,8 @@ MODEL_FIELDS: tuple[Key, ...] = (
         pattern=GPUS_RE, empty_ok=True),
     Key("hosts", list, COMPUTED, "a non-empty list of host names without repeats",
         "the hosts it runs on, default all", items=str),
-    Key("balancerPort", int, None, PORT + " on this machine",
-        "an entry point on this machine spreading the model over its hosts", lo=1, hi=65535),
+    Key("balancerPort", int, None, PORT + " (no longer used)",
+        "no longer used: the stack's router serves every model at routerPort", lo=1, hi=65535),
     Key("replicas", int, 1, "an integer 1-64 (target kubernetes only)",
         "target kubernetes: the model's Deployment replicas, spread over the nodes", lo=1, hi=64),
     Key("memoryGib", float, None, "a positive number of GiB (target kubernetes only)",

@@ -120,7 +120,10 @@ class StackConfig:
     uses_default_credentials: bool = field(default=False)
     hosts: tuple[HostSpec, ...] = ()          # the serving hosts; one implicit local host by default
     ssh_private_key: str = ""                 # sshPrivateKey: reaches every remote host ("" = agent/~/.ssh)
-    balancer_image: str = "nginx:1.22.1"      # balancerImage: the entry points' nginx
+    router: bool = True                       # router: the stack's one OpenAI endpoint
+    router_port: int = 8080                   # routerPort: the endpoint (+1: the router, +2: its metrics)
+    router_policy: str = "cache_aware"        # routerPolicy: vllm-router's --policy
+    router_image: str = "rustfs-vllm/vllm-router:0.1.17"   # routerImage: vllm-router and nginx
     kube: Optional["KubeSpec"] = None          # target kubernetes: the cluster (None: Docker hosts)
     vllm_compile_cache: bool = False          # vllmCompileCache: a compile-cache volume per model, image, revision
     copy_flags: tuple[str, ...] = ()          # copyFlags: rclone copy flags of local_copy models ([] = defaults)

@@ -22,8 +22,8 @@ def images(cfg: StackConfig) -> dict[str, str]:
     if cfg.s3_server != "external":
         out["rustfsImage"] = cfg.rustfs_image
     out["rcloneImage"] = cfg.kube.rclone_image if cfg.kube is not None else cfg.rclone_image
-    if any(m.balancer_port for m in cfg.models):
-        out["balancerImage"] = cfg.balancer_image
+    if cfg.router and cfg.kube is None:
+        out["routerImage"] = cfg.router_image
     for h in cfg.hosts:
         if h.implicit:
             continue
@@ -39,7 +39,10 @@ def exposure(cfg: StackConfig) -> dict[str, str]:
     models' NodePorts, open on every node."""
     if cfg.kube is not None:
         return {"target": "kubernetes (NodePorts on every node)"}
-    return {("bindAddress" if h.implicit else f"hosts[{h.name}].bindAddress"): h.bind_address for h in cfg.hosts}
+    out = {("bindAddress" if h.implicit else f"hosts[{h.name}].bindAddress"): h.bind_address for h in cfg.hosts}
+    if cfg.router:      # the stack's one endpoint listens on bindAddress of this machine
+        out["routerPort"] = cfg.bind_address
+    return out
 
 
 def facts(cfg: StackConfig) -> dict[str, Any]:

@@ -7,7 +7,7 @@ from typing import Any, Mapping, Optional
 from components.config.spec import StackConfig
 from components.core.outputs import curl, metrics
 from components.core.target import Store
-from components.docker.balancer import Balancer
+from components.docker.router import Router
 from components.docker.host_plan import HostPlan
 
 
@@ -30,8 +30,16 @@ def one_host_outputs(cfg: StackConfig, store: Store, host: HostPlan) -> dict[str
         "curl": curl(cfg, host.servers[first.name].base_url, first.name)}
 
 
-def hosts_outputs(cfg: StackConfig, store: Store, hosts: Mapping[str, HostPlan],
-                  balancer: Optional[Balancer]) -> dict[str, Any]:
+def router_outputs(cfg: StackConfig, router: Optional[Router]) -> dict[str, Any]:
+    """The stack's one endpoint: its base URL, its metrics, and the request to try through it."""
+    if router is None:
+        return {}
+    return {"endpoint": router.url, "endpoint_metrics": router.metrics_url,
+            "endpoint_models": [m.name for m in cfg.models],
+            "endpoint_curl": curl(cfg, router.url, cfg.models[0].name)}
+
+
+def hosts_outputs(cfg: StackConfig, store: Store, hosts: Mapping[str, HostPlan]) -> dict[str, Any]:
     first = cfg.models[0]
     url = lambda h, m: hosts[h].servers[m].base_url  # noqa: E731
     return {
@@ -40,8 +48,7 @@ def hosts_outputs(cfg: StackConfig, store: Store, hosts: Mapping[str, HostPlan],
             "hosts": list(m.hosts),
             "base_urls": [url(h, m.name) for h in m.hosts],
             "metrics_urls": [metrics(url(h, m.name)) for h in m.hosts],
-            "curls": {h: curl(cfg, url(h, m.name), m.name) for h in m.hosts},
-            **({"entry_url": balancer.urls[m.name]} if m.balancer_port and balancer else {})}
+            "curls": {h: curl(cfg, url(h, m.name), m.name) for h in m.hosts}}
             for m in cfg.models},
         "hosts": {h.name: {"docker": h.docker_host or "local", "address": h.address, "mount_path": h.mount_path,
                            "models": [m.name for m in cfg.models if h.name in m.hosts]} for h in cfg.hosts},

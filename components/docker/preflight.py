@@ -125,7 +125,7 @@ def this_machine(cfg: StackConfig, probes: Probes) -> list[str]:
     images = ([("vllmImage", cfg.vllm_image)] if cfg.models and any(h.vllm_image == cfg.vllm_image for h in local)
               else []) \
         + ([("rustfsImage", cfg.rustfs_image)] if cfg.s3_server != "external" else []) \
-        + ([("balancerImage", cfg.balancer_image)] if any(m.balancer_port for m in cfg.models) else []) \
+        + ([("routerImage", cfg.router_image)] if cfg.router and cfg.models else []) \
         + ([("rcloneImage", cfg.rclone_image)] if any(
             h.rclone_image == cfg.rclone_image and any(m.mounted for m in cfg.models_on(h.name)) for h in local) else [])
     for key, image in images:
@@ -178,9 +178,14 @@ def port_problems(cfg: StackConfig, probes: Probes) -> list[str]:
         if local is not None and local.name in m.hosts and probes.port_in_use(local.bind_address, m.port):
             out.append(f"{NAMESPACE}:models[{m.name}].port = {m.port!r} is invalid: a free port: another process "
                        "already listens on it")
-        if m.balancer_port is not None and probes.port_in_use(cfg.bind_address, m.balancer_port):
-            out.append(f"{NAMESPACE}:models[{m.name}].balancerPort = {m.balancer_port!r} is invalid: a free port "
-                       "on this machine: another process listens on it")
+    if cfg.router and cfg.models:
+        for port, who in ((cfg.router_port, cfg.bind_address), (cfg.router_port + 1, "127.0.0.1"),
+                          (cfg.router_port + 2, "127.0.0.1")):
+            if probes.port_in_use(who, port):
+                out.append(f"{NAMESPACE}:routerPort = {cfg.router_port!r} is invalid: a port whose next two are free "
+                           f"too, on this machine: another process listens on {who}:{port} (the endpoint takes "
+                           "routerPort on bindAddress, the router routerPort+1 and its metrics routerPort+2 on "
+                           "127.0.0.1)")
     return out
 
 
@@ -228,8 +233,8 @@ def planned_containers(cfg: StackConfig) -> dict[str, list[str]]:
     names.setdefault(here(cfg), [])
     if cfg.s3_server != "external":
         names[here(cfg)].append(f"{cfg.name_prefix}-s3")
-    if any(m.balancer_port for m in cfg.models):
-        names[here(cfg)].append(f"{cfg.name_prefix}-balancer")
+    if cfg.router and cfg.models:
+        names[here(cfg)] += [f"{cfg.name_prefix}-router", f"{cfg.name_prefix}-endpoint"]
     for m in cfg.models:
         for h in m.hosts:
             names[h].append(f"{cfg.name_prefix}-vllm-{m.prefix.lower()}")

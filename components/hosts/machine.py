@@ -44,7 +44,7 @@ def _our_ports(stack: str) -> set[int]:
         return set()
     out = _docker("inspect", "-f", "{{range $p, $b := .HostConfig.PortBindings}}{{range $b}}{{.HostPort}} "
                                    "{{end}}{{end}}{{index .Config.Labels \"rustfs-vllm.ports\"}}", *ids) or ""
-    # published ports, and the host-network ports our balancer lists in its label (9000,9001)
+    # published ports, and the host-network ports our router's containers list in their label (8080,8081,8082)
     return {int(p) for p in out.replace(",", " ").split() if p.isdigit()}
 
 

@@ -2,8 +2,8 @@
 
     S3Server (a container here, or external) -> [core: check, bucket, uploads] -> per host:
     MountRoot, MountCache, vLLM image -> per model on that host: RcloneMount (or ModelCopy, or
-    nothing with the streamer) -> VllmServer -> [core: smoke completion]; a Balancer per model
-    with a ``balancerPort``, over its hosts, once every server of those models answers.
+    nothing with the streamer) -> VllmServer -> [core: smoke completion]; the stack's Router (one
+    OpenAI endpoint over every model on every host), its routes set once every server answers.
 
 A host is this machine (local commands, the local Docker socket) or a remote one: then its Docker
 is a pulumi-docker provider over ``ssh://``, its mounts are pulumi-command ``remote.Command``s,
@@ -26,9 +26,9 @@ import pulumi
 from components.config.spec import StackConfig
 from components.core.target import Keys, S3Side, Served, Store, Target
 from components.docker import preflight
-from components.docker.balancer import Balancer, BalancerArgs, Route
 from components.docker.host_plan import HostPlan
-from components.docker.outputs import hosts_outputs, one_host_outputs
+from components.docker.outputs import hosts_outputs, one_host_outputs, router_outputs
+from components.docker.router import Router, RouterArgs
 from components.docker.s3_server import S3Server, S3ServerArgs
 from components.hosts.types import Host, hosts_of
 
@@ -42,7 +42,7 @@ class DockerTarget(Target):
         # one list (and one write of the SSH files) for preflight and the stack
         self.hosts: list[Host] = hosts if hosts is not None else hosts_of(cfg)
         self.on_host: dict[str, HostPlan] = {}
-        self.balancer: Optional[Balancer] = None
+        self.router: Optional[Router] = None
 
     @classmethod
     def accepts(cls, cfg: StackConfig) -> bool:
@@ -78,7 +78,7 @@ class DockerTarget(Target):
             served += [Served(model=name, place=None if host.spec.implicit else host.name, name_prefix=host.prefix,
                               base_url=server.base_url, instance=server.container_id, ready=[server.ready])
                        for name, server in plan.servers.items()]
-        self.balancer = self._entry_points(owner)
+        self.router = self._endpoint(owner)
         return served
 
     def _say_read_keys(self, store: Store) -> None:
@@ -98,23 +98,30 @@ class DockerTarget(Target):
                         f"{', '.join(sorted(m.prefix for m in cfg.models))} with a read-only key (readKeys scoped); "
                         "the root keys stay on this machine and the S3 server")
 
-    def _entry_points(self, owner: pulumi.ComponentResource) -> Optional[Balancer]:
-        """One entry point per model that asks for one (balancerPort), over that model's hosts."""
+    def _endpoint(self, owner: pulumi.ComponentResource) -> Optional[Router]:
+        """The stack's one OpenAI endpoint: every model, over every host that serves it."""
         cfg = self.cfg
-        routes = [Route(model=m.name, port=m.balancer_port,
-                        upstreams=[f"{h.address}:{m.port}" for h in cfg.hosts if h.name in m.hosts])
-                  for m in cfg.models if m.balancer_port]
-        if not routes:
+        for m in cfg.models:
+            if m.balancer_port is not None:
+                pulumi.log.warn(f"models[{m.name}].balancerPort ({m.balancer_port}) is no longer used: every model is "
+                                f"served at the stack's one endpoint (routerPort {cfg.router_port}, with "
+                                f"\"model\": \"{m.name}\"); its nginx entry point is removed by this update. "
+                                "Remove the key from the stack's config")
+        if not cfg.router or not cfg.models:
             return None
-        ready = [self.on_host[h].servers[m.name].ready for m in cfg.models if m.balancer_port for h in m.hosts]
-        return Balancer("balancer", BalancerArgs(
-            stack=cfg.stack, container_name=f"{cfg.name_prefix}-balancer", image=cfg.balancer_image,
-            bind_address=cfg.bind_address, routes=routes),
+        by_name = {h.name: h for h in cfg.hosts}
+        routes = {m.name: [f"http://{by_name[h].address}:{m.port}" for h in m.hosts] for m in cfg.models}
+        ready = [self.on_host[h].servers[m.name].ready for m in cfg.models for h in m.hosts]
+        return Router("router", RouterArgs(
+            stack=cfg.stack, name_prefix=cfg.name_prefix, image=cfg.router_image, bind_address=cfg.bind_address,
+            port=cfg.router_port, policy=cfg.router_policy, routes=routes,
+            api_key=pulumi.Output.secret(cfg.vllm_api_key) if cfg.vllm_api_key else ""),
             pulumi.ResourceOptions(parent=owner, depends_on=ready))
 
     def outputs(self, store: Store) -> dict[str, Any]:
         first = self.on_host[self.cfg.hosts[0].name]
         out: dict[str, Any] = {"mount_path": first.mount_root.path}
+        out.update(router_outputs(self.cfg, self.router))
         if self.cfg.hosts[0].implicit:
             return {**out, **one_host_outputs(self.cfg, store, first)}
-        return {**out, **hosts_outputs(self.cfg, store, self.on_host, self.balancer)}
+        return {**out, **hosts_outputs(self.cfg, store, self.on_host)}

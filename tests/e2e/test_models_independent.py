@@ -8,7 +8,10 @@ one CPU host would; with vLLM's automatic binding both take core 0. Steps, in or
   -> rotate the S3 credentials -> remove B (no purge)
 
 Each step checks the machine (container ids, mounts, objects) and the plan (`preview --json`), and
-records A's failed requests and longest gap in .state/e2e-independence-<server>.json.
+records A's failed requests and longest gap in .state/e2e-independence-<server>.json. A is polled at its
+own port and through the stack's one endpoint (the router): adding and removing B changes the router's
+routes (its worker API, nginx reloaded) with 0 failed requests and neither of its containers restarted;
+the OpenAI client lists the stack's models there, and a model with no server is a 503 naming it.
 """
 from __future__ import annotations
 
@@ -23,6 +26,7 @@ import time
 from pathlib import Path
 
 import docker
+import openai
 import pytest
 import requests
 import yaml
@@ -150,10 +154,33 @@ def answers(w: dict, which: str) -> bool:
     return r.status_code == 200 and bool(r.json()["choices"][0]["text"])
 
 
+def router_starts(w: dict) -> dict[str, tuple[str, str]]:
+    """{container: (id, StartedAt)} of the stack's router and endpoint containers."""
+    out = {}
+    for role in ("router", "endpoint"):
+        c = docker.from_env().containers.get(f"{w['prefix']}-{role}")
+        out[role] = (c.id, c.attrs["State"]["StartedAt"])
+    return out
+
+
+def listed(w: dict) -> list[str]:
+    return sorted(m.id for m in openai.OpenAI(base_url=w["endpoint"], api_key="EMPTY").models.list())
+
+
+def routes_of(ops_text: str) -> dict:
+    """RV_ROUTES of the router-routes command as `preview --json` plans it."""
+    steps = json.loads(ops_text)["steps"]
+    [step] = [s for s in steps if s["urn"].endswith("::router-routes")]
+    return json.loads(step["newState"]["inputs"]["environment"]["RV_ROUTES"])
+
+
 def test_1_model_a_serves(world):
     world["stack"].run("up", "--yes", "--skip-preview")
     assert answers(world, "a")
     world["a_id"] = vllm(world, "a").id
+    world["endpoint"] = world["stack"].outputs()["endpoint"]
+    assert listed(world) == ["smollm2-a"]
+    world["router"] = router_starts(world)
 
 
 def test_2_adding_b_leaves_a_serving_and_untouched(world):
@@ -161,14 +188,32 @@ def test_2_adding_b_leaves_a_serving_and_untouched(world):
     ops = plan(world["stack"])
     # readKeys scoped (the default on real RustFS): B's prefix joins the read key's policy, in place
     assert ops.pop("read-grant", "update") == "update", ops
+    # the router's routes: an update of its command, which preview shows with B's server
+    assert ops.pop("router-routes") == "update", ops
+    assert routes_of(world["stack"].run("preview", "--json").stdout) == {
+        "smollm2-a": [f"http://127.0.0.1:{world['port_a']}"], "smollm2-b": [f"http://127.0.0.1:{world['port_b']}"]}
     assert ops and all("-A" not in n and "smollm2-a" not in n for n in ops), ops
     assert set(ops.values()) == {"create"}, ops          # B's resources only, nothing replaced
-    with Poller(world["base_a"], "smollm2-a") as p:
+    with Poller(world["base_a"], "smollm2-a") as p, Poller(world["endpoint"], "smollm2-a") as via:
         world["stack"].run("up", "--yes", "--skip-preview")
-    _results["add B"] = {**p.summary(), "plan": ops}
+    _results["add B"] = {**p.summary(), "plan": ops, "through_the_endpoint": via.summary()}
     assert p.failed == 0 and p.ok > 10, p.summary()
+    assert via.failed == 0 and via.ok > 10, via.summary()
     assert vllm(world, "a").id == world["a_id"]
     assert answers(world, "b")
+    assert router_starts(world) == world["router"], "the router or its endpoint restarted"
+    # through the one endpoint, as a user's OpenAI client with its defaults
+    assert listed(world) == ["smollm2-a", "smollm2-b"]
+    client = openai.OpenAI(base_url=world["endpoint"], api_key="EMPTY")
+    for name in ("smollm2-a", "smollm2-b"):
+        done = client.completions.create(model=name, prompt="RustFS is", max_tokens=8)
+        assert done.model == name and done.choices[0].text
+        chunks = list(client.chat.completions.create(model=name, messages=[{"role": "user", "content": "Hi"}],
+                                                     max_tokens=8, stream=True))
+        assert chunks[0].model == name and "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    with pytest.raises(openai.NotFoundError) as err:
+        client.completions.create(model="smollm2-c", prompt="RustFS is", max_tokens=4)
+    assert "The models this endpoint serves: smollm2-a, smollm2-b." in str(err.value), str(err.value)
 
 
 def test_3_changing_one_file_of_b_replaces_only_b(world):
@@ -205,6 +250,14 @@ def test_4_rclone_killed_a_keeps_serving_and_a_restart_reads_the_new_mount(world
     assert _results["kill A's rclone"]["plan"] == {}        # nothing for `up` to do
     c = vllm(world, "a")
     c.restart(timeout=5)                                     # a restart loads through the new mount
+    # meanwhile A has no server: the endpoint answers at once, a 503 in OpenAI's shape naming it
+    client = openai.OpenAI(base_url=world["endpoint"], api_key="EMPTY", max_retries=0, timeout=30)
+    started = time.monotonic()
+    with pytest.raises(openai.APIStatusError) as err:
+        client.completions.create(model="smollm2-a", prompt="RustFS is", max_tokens=4)
+    assert err.value.status_code == 503 and "The model `smollm2-a` has no healthy server" in str(err.value), \
+        str(err.value)
+    assert time.monotonic() - started < 15
     deadline = time.monotonic() + 600
     while time.monotonic() < deadline:
         try:
@@ -290,11 +343,15 @@ def test_6_removing_b_keeps_its_objects_and_leaves_a_alone(world):
     set_models(world, ["a"])
     ops = plan(world["stack"])
     assert ops.pop("read-grant", "update") == "update", ops   # readKeys scoped: B's prefix leaves the policy
+    assert ops.pop("router-routes") == "update", ops
     assert set(ops.values()) == {"delete"} and all("-A" not in n and "smollm2-a" not in n for n in ops), ops
-    with Poller(world["base_a"], "smollm2-a") as p:
+    with Poller(world["base_a"], "smollm2-a") as p, Poller(world["endpoint"], "smollm2-a") as via:
         world["stack"].run("up", "--yes", "--skip-preview")
-    _results["remove B"] = {**p.summary(), "plan": ops}
+    _results["remove B"] = {**p.summary(), "plan": ops, "through_the_endpoint": via.summary()}
     assert p.failed == 0, p.summary()
+    assert via.failed == 0 and via.ok > 3, via.summary()
+    assert router_starts(world) == world["router"], "the router or its endpoint restarted"
+    assert listed(world) == ["smollm2-a"]
     with pytest.raises(docker.errors.NotFound):
         vllm(world, "b")
     assert vllm(world, "a").id == world["a_id"]

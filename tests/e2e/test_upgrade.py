@@ -38,6 +38,15 @@ HARDENING = {("create", "purge-order"), ("update", "bucket-bucket"), ("update", 
 # issue 38: the root component records the stack's policy facts (its inputs, for policy/), and each upload its
 # owner (the stack that owns its prefix: a record written, nothing uploaded)
 POLICY_FACTS = {("update", "rustfs-vllm"), ("update", f"model-{PREFIX}-objects")}
+# issue 44: the stack's one endpoint, made beside what is there (the router's image, its two containers, its routes)
+ROUTER = {("create", n) for n in ("router", "router-image", "router-container", "router-endpoint", "router-routes")}
+
+
+def endpoint_outputs(after: dict) -> dict:
+    """The outputs less the one endpoint's (issue 44), which must be there."""
+    assert after.pop("endpoint").endswith("/v1") and after.pop("endpoint_models") == ["smollm2"]
+    after.pop("endpoint_metrics"), after.pop("endpoint_curl")
+    return after
 
 
 def keeper_changes(load_format: str) -> set[tuple[str, str]]:
@@ -81,6 +90,14 @@ def checkout(rev: str | None, into: Path) -> None:
     (into / ".venv").symlink_to(ROOT / ".venv")
 
 
+def new_code(stack: Stack, app: Path) -> None:
+    """This checkout's files in ``app``, and the stack's one endpoint (issue 44) on ports of its own."""
+    from tests.helpers import free_ports
+
+    checkout(None, app)
+    stack.set("routerPort", str(free_ports(3)))
+
+
 def changes(stack: Stack) -> list[tuple[str, str]]:
     steps = json.loads(stack.run("preview", "--json").stdout).get("steps", [])
     return [(s["op"], s["urn"].split("::")[-1]) for s in steps if s["op"] != "same"]
@@ -114,7 +131,8 @@ def deployed_by(rev: str, tmp_path: Path, **model: object) -> tuple[Stack, Path,
         "mountPath": f"/mnt/{prefix}", "mountCacheDir": str(tmp_path / "rclone-cache"), "vllmImage": VLLM_IMAGE,
         "vllmReadyTimeout": 600,
         "models": [{"name": "smollm2", "source": str(src), "prefix": PREFIX, "port": port,
-                    "maxModelLen": 512, "kvCacheSpaceGib": 1, "extraArgs": ["--enforce-eager"], **model}]})
+                    "maxModelLen": 512, "kvCacheSpaceGib": 1, "extraArgs": ["--enforce-eager"], **model}]},
+        router_port=False)      # a key the earlier mains do not know: new_code() sets it
     stack.set("rustfsAccessKey", f"upg-access-{secrets.token_hex(6)}", secret=True)
     stack.set("rustfsSecretKey", secrets.token_urlsafe(18), secret=True)
     return stack, app, prefix, port
@@ -128,18 +146,18 @@ def test_a_stack_made_before_the_copy_default_keeps_its_mount(tmp_path):
     try:
         stack.run("up", "--yes", "--skip-preview", label="up_old")
         before = stack.outputs()
-        checkout(None, app)
+        new_code(stack, app)
         assert (app / "components" / "mounting" / "warm.py").exists(), "the new code is in place"
         preview = stack.run("preview", label="preview_new").stdout
         assert "loadFormat defaults to mount again" not in preview     # it never left the mount
         changed = set(changes(stack))
         expected = {("create", f"vllm-{PREFIX}-compile-cache")} | read_key_changes(f"mount-{PREFIX}-command") | \
-            HARDENING | keeper_changes("mount") | POLICY_FACTS
+            HARDENING | keeper_changes("mount") | POLICY_FACTS | ROUTER
         assert expected <= changed and changed - expected <= NOBIND, changed
         assert not {name for _, name in changed} & {f"mount-{PREFIX}", f"copy-{PREFIX}", f"copy-{PREFIX}-command"}
         stack.run("up", "--yes", "--skip-preview", label="up_new")
         assert changes(stack) == []
-        after = stack.outputs()
+        after = endpoint_outputs(stack.outputs())
         assert after.pop("read_keys").startswith("scoped:" if SCOPED else "shared:")
         assert {n: m["load_format"] for n, m in after["models"].items()} == {"smollm2": "mount"}
         assert (upload_outputs(stack)["last_transfer"]["files"], upload_outputs(stack)["stack"]) == (0, stack.name)
@@ -173,18 +191,18 @@ def test_a_stack_made_with_the_copy_as_default_moves_back_to_the_mount(tmp_path)
         before = stack.outputs()
         assert before["models"]["smollm2"]["load_format"] == "local_copy"
         copy = Path(before["models"]["smollm2"]["weights_dir"])
-        checkout(None, app)
+        new_code(stack, app)
         preview = stack.run("preview", label="preview_new").stdout
         assert "models[smollm2] on local: loadFormat defaults to mount again" in preview, preview[-3000:]
         assert "set the model's loadFormat: local_copy" in preview
         changed = set(changes(stack))
-        assert BACK_TO_THE_MOUNT | POLICY_FACTS <= changed, changed
-        rest = changed - BACK_TO_THE_MOUNT - POLICY_FACTS
+        assert BACK_TO_THE_MOUNT | POLICY_FACTS | ROUTER <= changed, changed
+        rest = changed - BACK_TO_THE_MOUNT - POLICY_FACTS - ROUTER
         assert {name for _, name in rest} <= FOLLOWERS, rest
         assert ("replace", f"vllm-{PREFIX}-container") in rest or ("create-replacement", f"vllm-{PREFIX}-container") in rest
         stack.run("up", "--yes", "--skip-preview", label="up_new")
         assert changes(stack) == []
-        after = stack.outputs()
+        after = endpoint_outputs(stack.outputs())
         assert {n: m.pop("load_format") for n, m in after["models"].items()} == {"smollm2": "mount"}
         assert "weights_dir" not in after["models"]["smollm2"]
         before["models"]["smollm2"].pop("load_format"), before["models"]["smollm2"].pop("weights_dir")
@@ -215,11 +233,11 @@ def test_a_stack_made_before_the_core_previews_and_ups_with_only_the_hardening(t
     try:
         stack.run("up", "--yes", "--skip-preview", label="up_old")
         before = stack.outputs()
-        checkout(None, app)
+        new_code(stack, app)
         assert (app / "components" / "core" / "plan.py").exists(), "the new code is in place"
         holder = f"{'copy' if load_format == 'local_copy' else 'mount'}-{PREFIX}-command"
         changed = set(changes(stack))
-        expected = read_key_changes(holder) | HARDENING | keeper_changes(load_format) | POLICY_FACTS
+        expected = read_key_changes(holder) | HARDENING | keeper_changes(load_format) | POLICY_FACTS | ROUTER
         # else every resource the same; the CPU container's replacement (nobind) and what follows it
         assert expected <= changed and changed - expected <= NOBIND, changed
         assert ("replace", f"vllm-{PREFIX}-container") in changed or \
@@ -230,7 +248,7 @@ def test_a_stack_made_before_the_core_previews_and_ups_with_only_the_hardening(t
             assert "readKeys now defaults to scoped" in preview
         stack.run("up", "--yes", "--skip-preview", label="up_new")
         assert changes(stack) == []
-        after = stack.outputs()
+        after = endpoint_outputs(stack.outputs())
         assert after.pop("read_keys").startswith("scoped:" if SCOPED else "shared:")
         assert after == before
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/v1/models", timeout=10) as r:
@@ -238,5 +256,57 @@ def test_a_stack_made_before_the_core_previews_and_ups_with_only_the_hardening(t
         stack.run("destroy", "--yes", "--skip-preview", label="destroy_new")
         assert docker.from_env().containers.list(all=True, filters={"label": f"rustfs-vllm.stack={stack.name}"}) == []
         assert f" /mnt/{prefix}" not in Path("/proc/mounts").read_text()
+    finally:
+        stack.teardown(f"{prefix}-data")
+
+
+# main before issue 44 (one endpoint): a model with balancerPort had an nginx entry point of its own
+BEFORE_ROUTER = "b2709a3"
+
+
+def test_a_stack_with_a_balancer_port_moves_to_the_one_endpoint(tmp_path):
+    """The balancerPort stack of the last main: the new code's preview says the key is no longer used and
+    plans exactly the move (the entry point's resources deleted, the router's created, the policy facts
+    recorded); `up` converges with the model's container untouched, the old entry port is free, and the one
+    endpoint serves the model to the OpenAI client."""
+    import openai
+
+    from tests.helpers import free_ports
+
+    stack, app, prefix, port = deployed_by(BEFORE_ROUTER, tmp_path)
+    entry = free_ports(1)
+    path = app / f"Pulumi.{stack.name}.yaml"
+    import yaml
+
+    data = yaml.safe_load(path.read_text())
+    data["config"]["rustfs-vllm:models"][0]["balancerPort"] = entry
+    # the old balancer's nginx: the router image has Debian's nginx-light (the nginx image is no longer built)
+    data["config"]["rustfs-vllm:balancerImage"] = "rustfs-vllm/vllm-router:0.1.17"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    try:
+        stack.run("up", "--yes", "--skip-preview", label="up_old")
+        with urllib.request.urlopen(f"http://127.0.0.1:{entry}/v1/models", timeout=10) as r:
+            assert "smollm2" in r.read().decode()
+        vllm_id = docker.from_env().containers.get(f"{prefix}-vllm-{PREFIX}").id
+        new_code(stack, app)
+        changed = changes(stack)
+        moved = {(op, name) for op, name in changed if not name.startswith(("balancer", "router"))}
+        assert moved == {("update", "rustfs-vllm")}, changed          # the policy facts name the router's image
+        assert {name for op, name in changed if op == "delete"} == {
+            "balancer", "balancer-image", "balancer-container", f"balancer-{entry}-ready", f"balancer-{entry}-ready-wait"}, changed
+        assert {name for op, name in changed if op == "create"} == {
+            "router", "router-image", "router-container", "router-endpoint", "router-routes"}, changed
+        preview = stack.run("preview").stdout
+        assert f"models[smollm2].balancerPort ({entry}) is no longer used" in preview, preview[-3000:]
+        stack.run("up", "--yes", "--skip-preview", label="up_new")
+        assert changes(stack) == []
+        assert docker.from_env().containers.get(f"{prefix}-vllm-{PREFIX}").id == vllm_id
+        with pytest.raises(docker.errors.NotFound):
+            docker.from_env().containers.get(f"{prefix}-balancer")
+        client = openai.OpenAI(base_url=stack.outputs()["endpoint"], api_key="EMPTY")
+        assert [m.id for m in client.models.list()] == ["smollm2"]
+        assert client.completions.create(model="smollm2", prompt="RustFS is", max_tokens=8).choices[0].text
+        stack.run("destroy", "--yes", "--skip-preview", label="destroy_new")
+        assert docker.from_env().containers.list(all=True, filters={"label": f"rustfs-vllm.stack={stack.name}"}) == []
     finally:
         stack.teardown(f"{prefix}-data")

@@ -18,13 +18,13 @@ import requests
 import yaml
 
 from tests import s3_under_test
-from tests.helpers import ROOT, free_port
+from tests.helpers import ROOT, free_port, free_ports
 from tests.pulumi_cli import Stack
 
 MODEL = ROOT / "models" / "SmolLM2-135M-Instruct"
 LOCAL_IMAGE = "rustfs-vllm/vllm-openai-cpu:0.30.0"
 RCLONE_IMAGE = "rustfs-vllm/rclone-mount:1.75.2"       # the mount keepers' (rcloneImage)
-BALANCER_IMAGE = "rustfs-vllm/nginx:1.22.1-local"      # on this machine, where the entry points run
+ROUTER_IMAGE = "rustfs-vllm/vllm-router:0.1.17"      # on this machine, where the stack's one endpoint runs
 REGISTRY = "127.0.0.1:5005"
 HOSTS = {"a": "127.0.0.2", "b": "127.0.0.3"}
 SSH_PORT = 2222
@@ -113,7 +113,9 @@ def make_stack(tmp: Path, name: str, models: list[dict], hosts: dict[str, str] =
         "environment": "test", "namePrefix": prefix, **s3_under_test.stack_settings(kind),
         "rustfsPort": str(s3_port), "bindAddress": "127.0.0.1", "bucket": bucket,
         "mountPath": MOUNT_ROOT, "vllmReadyTimeout": "900", "smokeMaxTokens": "8",
-        "vllmImage": f"{REGISTRY}/{LOCAL_IMAGE}", "balancerImage": BALANCER_IMAGE,
+        "vllmImage": f"{REGISTRY}/{LOCAL_IMAGE}", "routerImage": ROUTER_IMAGE,
+        # the endpoint spreads requests over the hosts in turn (cache_aware would keep one prompt on one host)
+        "routerPolicy": "round_robin", "routerPort": str(free_ports(3)),
         "rcloneImage": f"{REGISTRY}/{RCLONE_IMAGE}",
     }.items():
         stack.set(key, value)

@@ -47,13 +47,10 @@ def env(tmp_path_factory):
     started = time.monotonic()
     start()
     timings = {"sim_hosts_up": round(time.monotonic() - started, 1)}
-    entry = free_port()
     ctx = make_stack(tmp_path_factory.mktemp("hosts"), "hosts", [
-        {"name": "both", "prefix": "both", "port": 8101, "env": {"VLLM_CPU_OMP_THREADS_BIND": "0"},
-         "balancerPort": entry},
+        {"name": "both", "prefix": "both", "port": 8101, "env": {"VLLM_CPU_OMP_THREADS_BIND": "0"}},
         {"name": "one", "prefix": "one", "port": 8102, "hosts": ["a"], "env": {"VLLM_CPU_OMP_THREADS_BIND": "1"}}])
     ctx["timings"] = timings
-    ctx["entry"] = f"http://127.0.0.1:{entry}/v1"
     yield ctx
     tear_down(ctx)
     stop()
@@ -94,8 +91,9 @@ def test_two_hosts(env):
             assert [(b["Source"], b["Destination"], b["RW"]) for b in binds if b["Type"] == "bind"] == [
                 ("/mnt/rv-hosts", "/models", False)]
             assert [b["Destination"] for b in binds if b["Type"] == "volume"] == ["/vllm-cache"]   # vllmCompileCache
-    # the model's entry point on this machine spreads requests over both hosts
-    assert outputs["models"]["both"]["entry_url"] == env["entry"]
+    # the stack's one endpoint on this machine spreads the model's requests over both hosts
+    env["entry"] = outputs["endpoint"]
+    assert outputs["endpoint_models"] == ["both", "one"]
     box = f"{env['prefix']}-vllm-both"
     served = {h: completions_served(h, box) for h in HOSTS}
     for _ in range(4):

@@ -35,6 +35,7 @@ class Served:
     model: Path
     tmp: Path
     results: dict = field(default_factory=dict)
+    endpoint: str = ""          # the stack's one endpoint (router), its base URL
 
     @property
     def root_url(self) -> str:
@@ -73,6 +74,7 @@ def bring_up(tmp: Path, kind: str = s3_under_test.KIND, name: str = "srv") -> Se
     ctx = Served(stack, f"http://127.0.0.1:{port}/v1", api_key, prefix, f"/mnt/{prefix}", "srv-models", model, tmp)
     try:
         stack.run("up", "--yes", "--skip-preview", label="up")
+        ctx.endpoint = stack.outputs()["endpoint"]
     except BaseException:
         stack.teardown(f"{prefix}-data")
         raise

@@ -1,5 +1,6 @@
 """OpenAI conformance of the served endpoint, with the official ``openai`` Python client and its
-defaults first (no ``temperature``: sampled), as users call it. Each case checks the answer, not
+defaults first (no ``temperature``: sampled), as users call it; every case twice: at the model's own
+port (``direct``) and through the stack's one endpoint (``endpoint``: vllm-router with nginx in front). Each case checks the answer, not
 just the status. Error cases must be 4xx with a message that says what was wrong, never a 5xx;
 the last case checks, from vLLM's own /metrics, that nothing answered 5xx during the whole module
 and, from Docker, that the container never restarted (no crash hidden by the restart policy)."""
@@ -9,6 +10,7 @@ import json
 import re
 import urllib.error
 import urllib.request
+from dataclasses import dataclass
 
 import openai
 import pytest
@@ -18,9 +20,26 @@ from tests.serving.stack import MAX_MODEL_LEN, SERVED, Served
 PROMPT = "RustFS is"
 
 
+@dataclass
+class Door:
+    """Where the client goes in: ``direct`` (the model's port) or ``endpoint`` (the stack's router)."""
+    kind: str
+    base_url: str
+    api_key: str
+
+    @property
+    def root_url(self) -> str:
+        return self.base_url.removesuffix("/v1")
+
+
+@pytest.fixture(scope="module", params=["direct", "endpoint"])
+def door(served: Served, request) -> Door:
+    return Door(request.param, served.base_url if request.param == "direct" else served.endpoint, served.api_key)
+
+
 @pytest.fixture(scope="module")
-def client(served: Served) -> openai.OpenAI:
-    return openai.OpenAI(base_url=served.base_url, api_key=served.api_key, timeout=120)
+def client(door: Door) -> openai.OpenAI:
+    return openai.OpenAI(base_url=door.base_url, api_key=door.api_key, timeout=120)
 
 
 @pytest.fixture(scope="module")
@@ -35,13 +54,13 @@ def greedy(client, started) -> str:
     return client.completions.create(model=SERVED, prompt=PROMPT, max_tokens=16, temperature=0).choices[0].text
 
 
-def raw(served: Served, path: str, body: bytes | None = None, key: str | None = "default",
+def raw(door: Door | Served, path: str, body: bytes | None = None, key: str | None = "default",
         method: str | None = None) -> tuple[int, str]:
     """A request as curl would send it: (status, body text)."""
     headers = {"Content-Type": "application/json"}
     if key:
-        headers["Authorization"] = f"Bearer {served.api_key if key == 'default' else key}"
-    req = urllib.request.Request(f"{served.root_url}{path}", data=body, headers=headers, method=method)
+        headers["Authorization"] = f"Bearer {door.api_key if key == 'default' else key}"
+    req = urllib.request.Request(f"{door.root_url}{path}", data=body, headers=headers, method=method)
     try:
         with urllib.request.urlopen(req, timeout=120) as r:
             return r.status, r.read().decode()
@@ -86,27 +105,27 @@ def test_greedy_chat_is_deterministic(client):
     assert first.strip() and client.chat.completions.create(**ask).choices[0].message.content == first
 
 
-def test_streamed_completion_joins_to_the_same_text_and_ends_with_done(client, greedy, served):
+def test_streamed_completion_joins_to_the_same_text_and_ends_with_done(client, greedy, door):
     chunks = list(client.completions.create(model=SERVED, prompt=PROMPT, max_tokens=16, temperature=0, stream=True))
     assert len(chunks) > 2, "one chunk is not a stream"
     assert "".join(c.choices[0].text for c in chunks if c.choices) == greedy
     assert chunks[-1].choices[0].finish_reason in ("length", "stop")
     # the wire: server-sent events ending with [DONE]
-    status, body = raw(served, "/v1/completions", json.dumps(
+    status, body = raw(door, "/v1/completions", json.dumps(
         {"model": SERVED, "prompt": PROMPT, "max_tokens": 8, "stream": True}).encode())
     events = [ln for ln in body.splitlines() if ln.startswith("data: ")]
     assert status == 200 and events[-1] == "data: [DONE]" and len(events) > 2, body[-500:]
     assert all(json.loads(e[6:])["choices"] for e in events[:-1])
 
 
-def test_streamed_chat_joins_to_the_same_text_and_ends_with_done(client, served):
+def test_streamed_chat_joins_to_the_same_text_and_ends_with_done(client, door):
     ask = dict(model=SERVED, messages=[{"role": "user", "content": "Say something about storage."}],
                max_tokens=16, temperature=0)
     whole = client.chat.completions.create(**ask).choices[0].message.content
     chunks = list(client.chat.completions.create(stream=True, **ask))
     assert chunks[0].choices[0].delta.role == "assistant"
     assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == whole and whole.strip()
-    status, body = raw(served, "/v1/chat/completions", json.dumps({**ask, "stream": True}).encode())
+    status, body = raw(door, "/v1/chat/completions", json.dumps({**ask, "stream": True}).encode())
     events = [ln for ln in body.splitlines() if ln.startswith("data: ")]
     assert status == 200 and events[-1] == "data: [DONE]", body[-500:]
 
@@ -172,34 +191,38 @@ def test_prompt_longer_than_max_model_len_is_a_400(client):
     assert str(MAX_MODEL_LEN) in str(err.value), str(err.value)
 
 
-def test_negative_max_tokens_is_a_400(client):
-    with pytest.raises(openai.BadRequestError) as err:
+def test_negative_max_tokens_is_a_400(client, door):
+    # through the endpoint the router reads the body first: a value of the wrong type or range is its 422,
+    # plain text naming the field ("max_tokens: invalid value: integer `-1`, expected u32")
+    with pytest.raises(openai.BadRequestError if door.kind == "direct" else openai.UnprocessableEntityError) as err:
         client.completions.create(model=SERVED, prompt=PROMPT, max_tokens=-1)
     assert "max_tokens" in str(err.value), str(err.value)
 
 
-def test_unknown_model_is_a_404_naming_it(client):
+def test_unknown_model_is_a_404_naming_it(client, door):
     with pytest.raises(openai.NotFoundError) as err:
         client.completions.create(model="no-such-model", prompt=PROMPT, max_tokens=4)
     assert "no-such-model" in str(err.value)
+    if door.kind == "endpoint":          # and the models there are
+        assert f"The models this endpoint serves: {SERVED}." in str(err.value), str(err.value)
     with pytest.raises(openai.NotFoundError):
         client.chat.completions.create(model="no-such-model", messages=[{"role": "user", "content": "x"}])
 
 
-def test_malformed_json_is_a_400(served):
-    status, body = raw(served, "/v1/completions", b'{"model": "smollm2", "prompt": "RustFS is", ')
+def test_malformed_json_is_a_400(door):
+    status, body = raw(door, "/v1/completions", b'{"model": "smollm2", "prompt": "RustFS is", ')
     assert status == 400, (status, body)
-    status, body = raw(served, "/v1/chat/completions", b"not json at all")
+    status, body = raw(door, "/v1/chat/completions", b"not json at all")
     assert status == 400, (status, body)
 
 
-def test_without_the_api_key_or_with_a_wrong_one_is_a_401(served):
+def test_without_the_api_key_or_with_a_wrong_one_is_a_401(door):
     for key in ("", "wrong-key"):
-        bad = openai.OpenAI(base_url=served.base_url, api_key=key or "EMPTY", timeout=30, max_retries=0)
+        bad = openai.OpenAI(base_url=door.base_url, api_key=key or "EMPTY", timeout=30, max_retries=0)
         with pytest.raises(openai.AuthenticationError) as err:
             bad.completions.create(model=SERVED, prompt=PROMPT, max_tokens=4)
         assert err.value.status_code == 401
-    status, _ = raw(served, "/v1/models", key=None)
+    status, _ = raw(door, "/v1/models", key=None)
     assert status == 401
 
 
@@ -211,8 +234,8 @@ def test_models_lists_the_served_model_with_its_context(client):
     assert (m.model_extra or {}).get("max_model_len") == MAX_MODEL_LEN
 
 
-def test_health_answers_200(served):
-    assert raw(served, "/health", key=None)[0] == 200
+def test_health_answers_200(door):
+    assert raw(door, "/health", key=None)[0] == 200
 
 
 def metric(text: str, name: str) -> float:
@@ -224,7 +247,12 @@ def metric(text: str, name: str) -> float:
     return total
 
 
-def test_metrics_are_prometheus_text_with_request_counters(served):
+def test_metrics_are_prometheus_text_with_request_counters(served, door):
+    if door.kind == "endpoint":          # the router's own metrics, per server
+        assert served.stack.outputs()["endpoint_metrics"] == f"{door.root_url}/metrics"
+        status, text = raw(door, "/metrics", key=None)
+        assert status == 200 and "vllm_router_" in text and served.base_url.removesuffix("/v1") in text, text[:800]
+        return
     assert served.stack.outputs()["models"][SERVED]["metrics_url"] == f"{served.root_url}/metrics"
     status, text = raw(served, "/metrics")
     assert status == 200 and "# TYPE vllm:request_success_total counter" in text, text[:500]

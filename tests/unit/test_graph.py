@@ -62,7 +62,7 @@ def test_components_and_real_provider_types(dev):
         "rustfs-vllm:index:ServingStack", "rustfs-vllm:storage:S3Server", "rustfs-vllm:storage:Bucket",
         "rustfs-vllm:storage:ModelUpload", "rustfs-vllm:serving:RcloneMount", "rustfs-vllm:serving:VllmServer",
         "rustfs-vllm:serving:SmokeTest", "rustfs-vllm:serving:ReadinessWait", "rustfs-vllm:serving:MountRoot",
-        "rustfs-vllm:serving:MountCache", CONTAINER, IMAGE, VOLUME, COMMAND,
+        "rustfs-vllm:serving:MountCache", "rustfs-vllm:serving:Router", CONTAINER, IMAGE, VOLUME, COMMAND,
         "pulumi-python:dynamic/rustfs-vllm:Bucket", "pulumi-python:dynamic/rustfs-vllm:ModelUpload",
         "pulumi-python:dynamic/rustfs-vllm:Completion", "pulumi-python:dynamic/rustfs-vllm:CredentialCheck",
         # readKeys scoped: the default with s3Server rustfs
@@ -234,6 +234,7 @@ def test_prod_example_shape(prod):
     assert "VLLM_CACHE_ROOT=/vllm-cache/vllm" in a.plain("envs")
     assert "TORCHINDUCTOR_CACHE_DIR=/vllm-cache/inductor" in a.plain("envs")
     vllms = prod.by_type(CONTAINER)
+    vllms = [r for r in vllms if r.plain("name").startswith("rvllm-prod-vllm-")]
     assert sorted(r.plain("name") for r in vllms) == ["rvllm-prod-vllm-a", "rvllm-prod-vllm-b"]
     assert {r.plain("gpus") for r in vllms} == {"all"}
     b = next(r for r in vllms if r.plain("name").endswith("-b"))

@@ -75,7 +75,7 @@ def test_stacks_without_hosts_keep_every_urn_and_input(stack, tmp_path):
     # the root Stack resource is registered once per test process, by whichever test runs first
     before = {u: v for u, v in before.items() if "::pulumi:pulumi:Stack::" not in u}
     now = {u: v for u, v in now.items() if "::pulumi:pulumi:Stack::" not in u}
-    now = without_issue_38(without_issue_37(without_restart_healing(without_compile_cache(now))))
+    now = without_router(without_issue_38(without_issue_37(without_restart_healing(without_compile_cache(now)))))
     # stripping RV_MODEL_DIR leaves [] where the stack had [] or no envs: what is compared is the rest
     before = {u: {k: v for k, v in i.items() if not (k == "envs" and v == [])} for u, i in before.items()}
     now = {u: {k: v for k, v in i.items() if not (k == "envs" and v == [])} for u, i in now.items()}
@@ -139,6 +139,12 @@ def without_issue_37(graph: dict[str, dict]) -> dict[str, dict]:
     return out
 
 
+def without_router(graph: dict[str, dict]) -> dict[str, dict]:
+    """The graph less what issue 44 adds: the stack's one endpoint (the Router component, its image, its two
+    containers and its routes command), created beside everything else."""
+    return {u: i for u, i in graph.items() if "rustfs-vllm:serving:Router" not in u}
+
+
 def without_issue_38(graph: dict[str, dict]) -> dict[str, dict]:
     """The graph less what issue 38 adds: the root component's policy facts (its inputs, for policy/) and
     each upload's owner (the stack that owns its prefix: an update that sends nothing)."""
@@ -192,9 +198,11 @@ def test_one_docker_provider_per_remote_host(multi):
     # each host's containers and image go through that host's provider, and only those
     for h, models in (("a", ["both"]), ("b", ["both", "one"])):
         ref = providers[f"{h}-docker"].urn
-        mine = [r.name for r in multi.by_type(CONTAINER) + multi.by_type(IMAGE) if r.provider.startswith(ref + "::")]
+        mine = [r.name for r in multi.by_type(CONTAINER) + multi.by_type(IMAGE)
+                if r.provider and r.provider.startswith(ref + "::")]
         assert sorted(mine) == sorted([f"{h}-vllm-image", f"{h}-rclone-image"] + [f"{h}-vllm-{m}-container" for m in models])
-    assert all(r.provider for r in multi.by_type(CONTAINER) + multi.by_type(IMAGE))
+    # the stack's one endpoint runs on this machine's Docker (the default provider); everything else on its host's
+    assert all(r.provider for r in multi.by_type(CONTAINER) + multi.by_type(IMAGE) if not r.name.startswith("router-"))
 
 
 def test_every_host_resource_is_a_child_of_the_stack(multi):
@@ -208,13 +216,13 @@ def test_every_host_resource_is_a_child_of_the_stack(multi):
 
 
 def test_models_run_on_their_hosts_with_per_host_settings(multi):
-    containers = {r.name: r for r in multi.by_type(CONTAINER)}
+    containers = {r.name: r for r in multi.by_type(CONTAINER) if not r.name.startswith("router-")}
     assert set(containers) == {"a-vllm-both-container", "b-vllm-both-container", "b-vllm-one-container"}
     assert containers["a-vllm-both-container"].plain("gpus") == "all"          # host a's gpus
     assert containers["b-vllm-both-container"].plain("gpus") is None
     assert containers["b-vllm-one-container"].plain("ports")[0]["ip"] == "10.0.0.12"
     assert containers["a-vllm-both-container"].plain("ports")[0]["ip"] == "0.0.0.0"
-    assert {r.plain("name") for r in multi.by_type(IMAGE)} == {"registry.internal:5000/vllm/vllm-openai:v0.30.0",
+    assert {r.plain("name") for r in multi.by_type(IMAGE) if r.name != "router-image"} == {"registry.internal:5000/vllm/vllm-openai:v0.30.0",
                                                                "registry.internal:5000/rustfs-vllm/rclone-mount:1.75.2"}
     waits = {r.name: r.plain("environment") for r in multi.by_type("command:local:Command")}
     assert waits["a-vllm-both-ready-wait"]["RV_URL"] == "http://10.0.0.11:8000/v1/models"
@@ -370,39 +378,33 @@ def test_a_host_that_does_not_answer_fails_preview_naming_it(tmp_path, monkeypat
     assert exc.value.problems == [refused]
 
 
-# --------------------------------------------------------------------------- entry points
-def test_an_entry_point_spreads_a_model_over_its_hosts(tmp_path, monkeypatch):
+# --------------------------------------------------------------------------- the one endpoint
+def test_the_router_routes_each_model_to_every_host_that_serves_it(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    raw = raw_two_hosts(tmp_path, balancerImage="nginx:1.22.1")
+    cfg = load(raw_two_hosts(tmp_path, routerPolicy="round_robin"))
+    g = build(type(cfg)(**{**cfg.__dict__, "state_dir": str(tmp_path / ".state")}), stack="multi")
+    routes = g.one("command:local:Command", "router-routes")
+    # model "both" on hosts a and b, model "one" on b only: the servers this machine reaches
+    assert json.loads(routes.plain("environment")["RV_ROUTES"]) == {
+        "both": ["http://10.0.0.11:8000", "http://10.0.0.12:8000"], "one": ["http://10.0.0.12:8001"]}
+    router = g.one(CONTAINER, "router-container")
+    assert router.plain("networkMode") == "host" and router.plain("restart") == "unless-stopped"
+    argv = router.plain("command")
+    assert argv[:2] == ["rustfs-vllm-router", "--enable-igw"] and argv[argv.index("--policy") + 1] == "round_robin"
+    assert argv[argv.index("--port") + 1] == "8081" and argv[argv.index("--prometheus-port") + 1] == "8082"
+    assert g.one(CONTAINER, "router-endpoint").plain("command")[0] == "nginx"
+    # on this machine's Docker (no host's provider), routed once every server answers
+    assert router.provider is None or "a-docker" not in router.provider and "b-docker" not in router.provider
+    ready = {r.urn for r in g.by_type("command:local:Command") if r.name.endswith("-ready-wait") and "vllm" in r.name}
+    assert ready and ready <= set(routes.dependencies)
+
+
+def test_balancer_port_is_accepted_and_no_longer_makes_an_entry_point(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    raw = raw_two_hosts(tmp_path)
     raw["models"][0]["balancerPort"] = 9000
-    raw["models"][1]["balancerPort"] = 9001
     cfg = load(raw)
     g = build(type(cfg)(**{**cfg.__dict__, "state_dir": str(tmp_path / ".state")}), stack="multi")
-    box = g.one(CONTAINER, "balancer-container")
-    assert box.plain("networkMode") == "host" and box.plain("image") == "sha256:mock-nginx:1.22.1"
-    [upload] = box.plain("uploads")
-    conf = upload["content"]
-    # model "both" over hosts a and b, model "one" over b only, each behind its own port
-    assert re.search(r"upstream m_both \{\s+server 10\.0\.0\.11:8000 max_fails=1 fail_timeout=10s;\s+"
-                     r"server 10\.0\.0\.12:8000 max_fails=1", conf)
-    assert re.search(r"upstream m_one \{\s+server 10\.0\.0\.12:8001 max_fails=1 fail_timeout=10s;\s+keepalive", conf)
-    assert "listen 0.0.0.0:9000;" in conf and "listen 0.0.0.0:9001;" in conf
-    assert "proxy_next_upstream error timeout non_idempotent;" in conf and "proxy_buffering off;" in conf
-    assert "proxy_request_buffering off" not in conf     # the body is kept, so a request can go to the next host
-    # started once every server of its models answers
-    ready = {r.urn for r in g.by_type("command:local:Command") if r.name.endswith("-ready-wait") and "vllm" in r.name}
-    assert ready and ready <= set(g.one("rustfs-vllm:serving:Balancer").dependencies)
-    waits = {r.name: r.plain("environment")["RV_URL"] for r in g.by_type("command:local:Command")
-             if r.name.startswith("balancer-")}
-    assert waits == {"balancer-9000-ready-wait": "http://127.0.0.1:9000/v1/models",
-                     "balancer-9001-ready-wait": "http://127.0.0.1:9001/v1/models"}
-
-
-def test_entry_point_ports_are_checked(tmp_path):
-    raw = raw_two_hosts(tmp_path)
-    raw["models"][0]["balancerPort"] = 9001
-    raw["models"][1]["balancerPort"] = 9001
-    found = problems(raw)
-    assert any("models[one].balancerPort = 9001 is invalid: a port of its own on this machine" in p for p in found), found
+    assert not [r for r in g.resources if "balancer" in r.name]
     raw["models"][1]["balancerPort"] = "x"
     assert any("models[one].balancerPort = 'x' is invalid: an integer TCP port" in p for p in problems(raw))

@@ -95,7 +95,9 @@ def test_the_program_records_the_facts_the_rules_read(tmp_path):
     cfg = load_and_check(raw, "prod", str(tmp_path), in_use=(), memory=24 * 2**30, volume=lambda name: None)
     f = facts(cfg)
     assert f["defaultCredentials"] is True and f["environment"] == "dev" and f["apiKeySet"] is False
-    assert f["exposure"] == {"bindAddress": cfg.bind_address}
+    # the models' ports and the stack's one endpoint (routerPort) listen on bindAddress
+    assert f["exposure"] == {"bindAddress": cfg.bind_address, "routerPort": cfg.bind_address}
+    assert f["images"]["routerImage"] == "rustfs-vllm/vllm-router:0.1.17"
     assert f["images"]["vllmImage"] == "vllm/vllm-openai:latest" and "rustfsImage" in f["images"]
     assert "rcloneImage" in f["images"]                        # the mounts' keepers' image
     found = violations({rules.FACTS: f}, "prod")

@@ -59,10 +59,9 @@ def test_the_s3_server_and_entry_point_names_are_checked_on_this_machine(tmp_pat
     raw = raw_two_hosts(tmp_path, s3Server="rustfs", rustfsEndpoint="http://127.0.0.1:9000",
                         rustfsImage="rustfs/rustfs:1.0.1")
     raw["hosts"] = [{**h, "s3Endpoint": "http://10.0.0.1:9000"} for h in raw["hosts"]]
-    raw["models"][0]["balancerPort"] = 9100
     cfg = load(raw)
     local = DockerFacts(containers={f"{cfg.name_prefix}-s3": {"rustfs-vllm.stack": "other"},
-                                    f"{cfg.name_prefix}-balancer": {}})
+                                    f"{cfg.name_prefix}-endpoint": {}})
     problems = check(cfg, local=lambda: local, remote=lambda h: DockerFacts(runtimes=("nvidia",)))
     assert len(problems) == 2 and all(" on host " not in p for p in problems), problems
     assert "belongs to the rustfs-vllm stack 'other'" in problems[0] and "no label says" in problems[1]

@@ -32,7 +32,8 @@ def test_unset_keys_get_the_declared_defaults(tmp_path):
                        "models": [{"name": "m", "source": "m"}]}, "dev", str(tmp_path))
     checked = 0
     for k in schema.KEYS:
-        if k.default in (schema.COMPUTED, None) or k.name in ("environment", "hosts", "models", "rcloneBinary", "target"):
+        if k.default in (schema.COMPUTED, None) or k.name in ("environment", "hosts", "models", "rcloneBinary", "target",
+                                                                         "balancerImage"):   # no longer used
             continue
         if k.name in KUBE_KEYS:   # target kubernetes only: tests/unit/test_kube.py checks their defaults
             continue

@@ -1,0 +1,92 @@
+"""Router: the stack's one OpenAI endpoint on this machine (the program's host), over every model on every
+host. Two containers of one image (``routerImage``, vllm-router from PyPI and Debian's nginx-light),
+declared with pulumi-docker, with host networking so they reach every host's published ports:
+
+- ``<namePrefix>-router``: vLLM's router, ``vllm-router --enable-igw`` (Inference-Gateway mode: routes by
+  the request's ``model``), on 127.0.0.1:<routerPort+1>, its Prometheus metrics on 127.0.0.1:<routerPort+2>,
+  health checks every 2 s; its image's wrapper registers the workers again after a restart;
+- ``<namePrefix>-endpoint``: nginx on <bindAddress>:<routerPort>, the only door (router_conf.py says why).
+
+The routes (``{model: [server URL, ...]}``) are the input of one pulumi-command command, ``router-routes``,
+which runs ``scripts/router-routes`` (router_sync.py): a change of models, hosts or names is an update of
+that command, shown by preview as the change of its RV_ROUTES, and applied through the router's worker
+API and ``nginx -s reload``: neither container is replaced or restarted. The API key reaches it on stdin.
+A new container (a new image) runs the command again (its ids are triggers).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Mapping, Optional, Sequence
+
+import pulumi
+import pulumi_command as command
+import pulumi_docker as docker
+
+from components.paths import SCRIPTS
+from components.serving import router_conf
+from components.serving.labels import labels
+
+HEALTH_INTERVAL_S = 2      # a server that stops answering /health leaves the rotation within ~2 intervals
+
+
+@dataclass
+class RouterArgs:
+    stack: str
+    name_prefix: str
+    image: str
+    bind_address: str
+    port: int
+    policy: str
+    routes: Mapping[str, Sequence[str]]       # served model name -> its servers' base URLs (no /v1)
+    api_key: pulumi.Input[str] = ""
+    ready_timeout: int = 120
+
+
+def router_argv(args: RouterArgs, ports: router_conf.Ports) -> list[str]:
+    return ["rustfs-vllm-router", "--enable-igw", "--host", "127.0.0.1", "--port", str(ports.router),
+            "--policy", args.policy, "--prometheus-host", "127.0.0.1", "--prometheus-port", str(ports.metrics),
+            "--health-check-interval-secs", str(HEALTH_INTERVAL_S), "--health-check-endpoint", "/health",
+            "--log-level", "warning"]
+
+
+def endpoint_host(bind_address: str) -> str:
+    return "127.0.0.1" if bind_address in ("0.0.0.0", "127.0.0.1") else bind_address
+
+
+class Router(pulumi.ComponentResource):
+    url: pulumi.Output[str]
+
+    def __init__(self, name: str, args: RouterArgs, opts: Optional[pulumi.ResourceOptions] = None) -> None:
+        super().__init__("rustfs-vllm:serving:Router", name, None, opts)
+        ports = router_conf.Ports(args.bind_address, args.port, args.port + 1, args.port + 2)
+        child = pulumi.ResourceOptions(parent=self)
+        self.image = docker.RemoteImage(f"{name}-image", docker.RemoteImageArgs(name=args.image, keep_locally=True),
+                                        child)
+        port_label = ",".join(str(p) for p in (ports.port, ports.router, ports.metrics))
+        self.router = docker.Container(f"{name}-container", docker.ContainerArgs(
+            name=f"{args.name_prefix}-router", image=self.image.image_id, command=router_argv(args, ports),
+            network_mode="host", restart="unless-stopped",
+            labels=labels(args.stack, "router", ports=port_label),
+        ), pulumi.ResourceOptions(parent=self, delete_before_replace=True))
+        # the endpoint starts with no route (an empty list); router-routes writes the stack's
+        self.front = docker.Container(f"{name}-endpoint", docker.ContainerArgs(
+            name=f"{args.name_prefix}-endpoint", image=self.image.image_id,
+            command=["nginx", "-c", router_conf.CONF_PATH, "-g", "daemon off;"],
+            network_mode="host", restart="unless-stopped",
+            uploads=[docker.ContainerUploadArgs(file=router_conf.CONF_PATH, permissions="0600",
+                                                content=router_conf.nginx_conf({}, ports))],
+            labels=labels(args.stack, "endpoint", ports=port_label),
+        ), pulumi.ResourceOptions(parent=self, delete_before_replace=True))
+        host = endpoint_host(args.bind_address)
+        self.routes = command.local.Command(f"{name}-routes", command.local.CommandArgs(
+            create=f"{SCRIPTS}/router-routes",
+            environment={"RV_ROUTES": router_conf.routes_json(args.routes),
+                         "RV_ROUTER": f"{args.name_prefix}-router", "RV_FRONT": f"{args.name_prefix}-endpoint",
+                         "RV_BIND": args.bind_address, "RV_PORT": str(ports.port),
+                         "RV_ROUTER_PORT": str(ports.router), "RV_METRICS_PORT": str(ports.metrics)},
+            stdin=pulumi.Output.secret(pulumi.Output.from_input(args.api_key).apply(lambda k: f"{k}\n")),
+            triggers=[self.router.id, self.front.id],
+        ), pulumi.ResourceOptions(parent=self, depends_on=opts.depends_on if opts else None))
+        self.url = pulumi.Output.from_input(f"http://{host}:{ports.port}/v1")
+        self.metrics_url = pulumi.Output.from_input(f"http://{host}:{ports.port}/metrics")
+        self.register_outputs({"url": self.url, "metrics_url": self.metrics_url})

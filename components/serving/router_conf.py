@@ -1,0 +1,172 @@
+"""What the stack's one endpoint is made of, as data: the routes (each served model and the vLLM servers
+that serve it), the router's workers, and the nginx.conf of the endpoint in front of the router.
+
+vLLM's router (vllm-router, ``--enable-igw``) routes a request to the workers of the ``model`` it names,
+balances them by its policy, health-checks them, retries and opens circuits. nginx (the same image, a
+second container or a second container of the pod) is what clients reach; it adds what the router does not
+give in OpenAI's shape, tried by hand with vllm-router 0.1.17 (2026-12-04/05):
+
+- ``GET /v1/models``: the router answers ``{"models": [...]}``, which the OpenAI client reads as an empty
+  list; nginx answers OpenAI's list of the stack's served names;
+- an unknown model: the router passes the request to some worker, whose vLLM answers 404 without the
+  models there are; nginx answers 404 in OpenAI's error shape naming them;
+- a model with no healthy server: the router answers a plain-text 503 (or 502/504); nginx answers 503 in
+  OpenAI's error shape naming the model (read from the request body, which nginx holds in memory);
+- the API key (``vllmApiKey``): nginx refuses a request without it (401, OpenAI's shape), and the router
+  passes the client's ``Authorization`` on to the servers, which check it again;
+- only ``/v1/...``, ``/health`` and ``/metrics`` (the router's Prometheus metrics) pass: the router's
+  worker API stays on loopback.
+
+This module is pure (no Pulumi, no I/O): the program puts the routes in a command's environment (what
+preview shows changing) and ``components/serving/router_sync.py`` renders them on the host.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Mapping, Sequence
+
+CONF_PATH = "/etc/rustfs-vllm/nginx.conf"
+WORKERS_PATH = "/etc/rustfs-vllm/workers.json"
+# a served model name as nginx reads it from a JSON body (the names the config allows, SERVED_NAME_RE)
+MODEL_IN_BODY = r'"model"\s*:\s*"(?<rv_m>[A-Za-z0-9][A-Za-z0-9._:/-]{0,127})"'
+
+
+@dataclass(frozen=True)
+class Ports:
+    """Where the endpoint listens, and the router's own loopback ports (router and Prometheus)."""
+    bind: str
+    port: int
+    router: int
+    metrics: int
+
+
+def routes_json(routes: Mapping[str, Sequence[str]]) -> str:
+    """The routes as the command's environment holds them: {model: [worker URL, ...]}, sorted (one diff per
+    change: preview shows which model gains or loses which server)."""
+    return json.dumps({m: sorted(set(urls)) for m, urls in sorted(routes.items())}, sort_keys=True)
+
+
+def workers(routes: Mapping[str, Sequence[str]], api_key: str = "") -> list[dict[str, str]]:
+    """The router's workers: one per (model, server URL), the model named (the router does not ask the
+    server, so a server still booting is registered and health-checked until it answers)."""
+    out = []
+    for model, urls in sorted(routes.items()):
+        for url in sorted(set(urls)):
+            w = {"url": url, "model_id": model, "runtime": "vllm"}
+            if api_key:
+                w["api_key"] = api_key
+            out.append(w)
+    return out
+
+
+def _q(text: str) -> str:
+    """A double-quoted nginx string holding ``text`` literally (a map's source value: no variables)."""
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def _json_body(obj: object) -> str:
+    """A JSON body in an nginx ``return``: single-quoted, with $rv_model the only variable."""
+    text = json.dumps(obj, separators=(",", ":")).replace("\\", "\\\\").replace("'", "\\'")
+    return "'" + text.replace("$", "${rv_dollar}").replace("${rv_dollar}rv_model", "$rv_model") + "'"
+
+
+def models_list(names: Sequence[str], created: int) -> dict:
+    return {"object": "list", "data": [{"id": n, "object": "model", "created": created, "owned_by": "rustfs-vllm",
+                                         "root": n, "parent": None} for n in sorted(names)]}
+
+
+def error(message: str, kind: str, code: int, param: str | None = None) -> dict:
+    return {"error": {"message": message, "type": kind, "param": param, "code": code}}
+
+
+def bodies(names: Sequence[str], created: int, entries: Mapping[str, dict] | None = None) -> dict[str, str]:
+    """The answers nginx gives itself, as ``return`` arguments: the model list (each model's entry as one of
+    its servers gave it, when ``entries`` has it: max_model_len, created) and the errors."""
+    listing = ", ".join(names) if names else "(none yet)"
+    models = models_list(names, created)
+    models["data"] = [{**m, **(entries or {}).get(m["id"], {})} for m in models["data"]]
+    return {k: _json_body(v) for k, v in {
+        "models": models,
+        "unknown": error(f"The model `$rv_model` does not exist here. The models this endpoint serves: {listing}.",
+                         "NotFoundError", 404, "model"),
+        "no_route": error("Not found. This endpoint serves POST /v1/completions, /v1/chat/completions and the other "
+                          f"OpenAI routes of vLLM, GET /v1/models, /health and /metrics; models: {listing}.",
+                          "NotFoundError", 404),
+        "no_server": error("The model `$rv_model` has no healthy server right now (each of its servers is down, "
+                           "restarting or failing its health check); retry in a few seconds.",
+                           "ServiceUnavailableError", 503),
+        "denied": error("Incorrect API key provided: send Authorization: Bearer <the stack's vllmApiKey>.",
+                        "AuthenticationError", 401)}.items()}
+
+
+def _server(ports: Ports, b: dict[str, str], check: str) -> str:
+    return f"""    server {{
+        listen {ports.bind}:{ports.port} reuseport;
+        location = /v1/models {{
+{check}            return 200 {b["models"]};
+        }}
+        location /v1/ {{
+{check}            proxy_pass http://rv_router;
+            proxy_http_version 1.1;
+            proxy_set_header Connection "";
+            proxy_buffering off;
+            proxy_read_timeout 600s;
+            proxy_send_timeout 600s;
+            proxy_intercept_errors on;
+            error_page 404 = @unknown_model;
+            # the router's own failures: 500 "Request failed: error sending request" (a server gone since
+            # its last health check), plain-text 503 "No available workers", 502/504
+            error_page 500 502 503 504 = @no_server;
+        }}
+        location = /health {{
+            proxy_pass http://rv_router/health;
+        }}
+        location = /metrics {{
+            proxy_pass http://127.0.0.1:{ports.metrics}/metrics;
+        }}
+        location / {{
+            return 404 {b["no_route"]};
+        }}
+        location @unknown_model {{
+            if ($rv_model = "") {{ return 404 {b["no_route"]}; }}
+            return 404 {b["unknown"]};
+        }}
+        location @no_server {{
+            return 503 {b["no_server"]};
+        }}
+    }}
+"""
+
+
+def nginx_conf(routes: Mapping[str, Sequence[str]], ports: Ports, api_key: str = "", created: int = 0,
+               entries: Mapping[str, dict] | None = None) -> str:
+    """The endpoint's whole nginx.conf."""
+    b = bodies(sorted(routes), created, entries)
+    check = ("            if ($rv_denied) { return 401 " + b["denied"] + "; }\n") if api_key else ""
+    key_map = ("    map $http_authorization $rv_denied {\n        default 1;\n        " + _q(f"Bearer {api_key}")
+               + " 0;\n    }\n") if api_key else ""
+    return f"""# made by rustfs-vllm (components/serving/router_conf.py): the stack's one OpenAI endpoint
+worker_processes 1;
+pid /tmp/nginx.pid;
+error_log stderr warn;
+events {{ worker_connections 4096; }}
+http {{
+    access_log off;
+    client_body_temp_path /tmp/client_body;
+    proxy_temp_path /tmp/proxy;
+    # request bodies in memory: the error pages read the model from them
+    client_body_buffer_size 1m;
+    client_max_body_size 16m;
+    default_type application/json;
+    geo $rv_dollar {{ default "$"; }}
+    map $request_body $rv_model {{
+        default "";
+        {_q("~" + MODEL_IN_BODY)} $rv_m;
+    }}
+{key_map}    upstream rv_router {{
+        server 127.0.0.1:{ports.router};
+        keepalive 64;
+    }}
+{_server(ports, b, check)}}}
+"""
