@@ -15,6 +15,7 @@ A new container (a new image) runs the command again (its ids are triggers).
 """
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Mapping, Optional, Sequence
 
@@ -23,7 +24,7 @@ import pulumi_command as command
 import pulumi_docker as docker
 
 from components.paths import SCRIPTS
-from components.serving import router_conf
+from components.serving import router_conf, router_sync
 from components.serving.labels import labels
 
 HEALTH_INTERVAL_S = 2      # a server that stops answering /health leaves the rotation within ~2 intervals
@@ -47,6 +48,21 @@ def router_argv(args: RouterArgs, ports: router_conf.Ports) -> list[str]:
             "--policy", args.policy, "--prometheus-host", "127.0.0.1", "--prometheus-port", str(ports.metrics),
             "--health-check-interval-secs", str(HEALTH_INTERVAL_S), "--health-check-endpoint", "/health",
             "--log-level", "warning"]
+
+
+def route_changes(ports: router_conf.Ports, routes: Mapping[str, Sequence[str]]) -> list[str]:
+    """What this update changes in the running router's routes, one line each (preview says them); nothing
+    when no router of this stack answers on its port (a first `up`: everything is new)."""
+    code, text = router_sync.http("GET", f"http://127.0.0.1:{ports.router}/workers", timeout=2)
+    if code != 200:
+        return []
+    try:
+        have = {(w.get("model_id", ""), w.get("url", "")) for w in json.loads(text).get("workers", [])}
+    except (ValueError, AttributeError):
+        return []
+    want = {(w["model_id"], w["url"]) for w in router_conf.workers(routes)}
+    return [f"router: route {m} -> {u} {what}" for what, pairs in (("added", want - have), ("removed", have - want))
+            for m, u in sorted(pairs)]
 
 
 def endpoint_host(bind_address: str) -> str:
@@ -87,6 +103,9 @@ class Router(pulumi.ComponentResource):
             stdin=pulumi.Output.secret(pulumi.Output.from_input(args.api_key).apply(lambda k: f"{k}\n")),
             triggers=[self.router.id, self.front.id],
         ), pulumi.ResourceOptions(parent=self, depends_on=opts.depends_on if opts else None))
+        if pulumi.runtime.is_dry_run():
+            for line in route_changes(ports, args.routes):
+                pulumi.log.info(line, resource=self.routes)
         self.url = pulumi.Output.from_input(f"http://{host}:{ports.port}/v1")
         self.metrics_url = pulumi.Output.from_input(f"http://{host}:{ports.port}/metrics")
         self.register_outputs({"url": self.url, "metrics_url": self.metrics_url})

@@ -35,12 +35,13 @@ class Fail(Exception):
     """One line: what failed, why, what to do."""
 
 
-def http(method: str, url: str, body: object = None, headers: dict[str, str] | None = None) -> tuple[int, str]:
+def http(method: str, url: str, body: object = None, headers: dict[str, str] | None = None,
+         timeout: float = 10) -> tuple[int, str]:
     data = json.dumps(body).encode() if body is not None else None
     req = urllib.request.Request(url, data=data, method=method,
                                  headers={"Content-Type": "application/json", **(headers or {})})
     try:
-        with urllib.request.urlopen(req, timeout=10) as r:
+        with urllib.request.urlopen(req, timeout=timeout) as r:
             return r.status, r.read().decode(errors="replace")
     except urllib.error.HTTPError as e:
         return e.code, e.read().decode(errors="replace")

@@ -190,6 +190,8 @@ def test_2_adding_b_leaves_a_serving_and_untouched(world):
     assert ops.pop("read-grant", "update") == "update", ops
     # the router's routes: an update of its command, which preview shows with B's server
     assert ops.pop("router-routes") == "update", ops
+    said = world["stack"].run("preview").stdout
+    assert f"router: route smollm2-b -> http://127.0.0.1:{world['port_b']} added" in said, said[-3000:]
     assert routes_of(world["stack"].run("preview", "--json").stdout) == {
         "smollm2-a": [f"http://127.0.0.1:{world['port_a']}"], "smollm2-b": [f"http://127.0.0.1:{world['port_b']}"]}
     assert ops and all("-A" not in n and "smollm2-a" not in n for n in ops), ops

@@ -61,6 +61,9 @@ def test_a_production_stack_breaking_every_rule_is_refused_one_line_each(model, 
             assert f"[mandatory]  {rule}" in out, (rule, out[-4000:])
             [line] = [ln.strip() for ln in out.splitlines() if ln.strip().startswith(start)]
             assert f"'{stack.name}'" in line and ("set " in line or "pin " in line), line
+        # the stack's one endpoint is exposed on the same address, and said so with its own key
+        assert any(ln.strip().startswith("routerPort: the stack's one endpoint listens on '0.0.0.0'")
+                   for ln in out.splitlines()), out[-4000:]
         assert "Traceback" not in out and "[advisory]" not in out     # the pack reads only the root's facts
         assert stack.state()["deployment"].get("resources") in (None, []), "a refused preview made something"
     finally:
