@@ -25,7 +25,7 @@ from components.config.spec import KubeSpec, ModelSpec
 NODE_PORT_BASE = 30800              # a model's default NodePort: 30800 + its index
 NODE_PORTS = (30000, 32767)         # the API server's default --service-node-port-range
 KUBE_KEYS = ("kubeconfig", "kubeNamespace", "kubeNodeAddress", "kubeS3NodePort", "kubeStorageClass",
-             "rustfsStorageSize")
+             "rustfsStorageSize", "kubeRouterNodePort")
 GPU_COUNT_RE = re.compile(r"^count=([0-9]+)$")
 
 
@@ -78,7 +78,8 @@ def parse(r: Reader, v: dict[str, Any]) -> Optional[KubeSpec]:
                                        "use models[].replicas)")
     return KubeSpec(kubeconfig=kubeconfig, namespace=namespace, node_address=node_address,
                     s3_node_port=r.value("kubeS3NodePort"), storage_class=r.value("kubeStorageClass"),
-                    storage_size=r.value("rustfsStorageSize"), rclone_image=r.value("rcloneImage"))
+                    storage_size=r.value("rustfsStorageSize"), rclone_image=r.value("rcloneImage"),
+                    router_node_port=r.value("kubeRouterNodePort"))
 
 
 def check_models(r: Reader, v: dict[str, Any]) -> None:
@@ -87,6 +88,11 @@ def check_models(r: Reader, v: dict[str, Any]) -> None:
     kube: KubeSpec = v["kube"]
     taken: dict[int, str] = {kube.s3_node_port: "RustFS's S3 Service (kubeS3NodePort)"} \
         if v["s3_server"] != "external" else {}
+    if v["router"]:
+        if kube.router_node_port in taken:
+            r.bad("kubeRouterNodePort", kube.router_node_port, f"a NodePort of its own ({taken[kube.router_node_port]} "
+                                                               "uses it)")
+        taken.setdefault(kube.router_node_port, "the stack's one endpoint (kubeRouterNodePort)")
     lo, hi = NODE_PORTS
     gpus_key = ("vllmGpus", v["vllm_gpus"])
     if gpus_key[1] and not GPU_COUNT_RE.fullmatch(gpus_key[1]):

@@ -125,6 +125,9 @@ KEYS: tuple[Key, ...] = (
     Key("kubeNodeAddress", str, COMPUTED, "a host name or IP address of a cluster node this machine reaches",
         "target kubernetes: where this machine reaches the cluster's NodePorts (the models' Services and RustFS's "
         "S3 port); default the host of the kubeconfig's server."),
+    Key("kubeRouterNodePort", int, 30880, NODE_PORT,
+        "target kubernetes with router: the NodePort of the stack's one endpoint (the router's Service).",
+        lo=30000, hi=32767),
     Key("kubeS3NodePort", int, 30900, NODE_PORT,
         "target kubernetes with s3Server rustfs: the NodePort of RustFS's S3 Service (this machine uploads "
         "through it).", lo=30000, hi=32767),

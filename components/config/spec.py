@@ -81,6 +81,7 @@ class KubeSpec:
     storage_class: str            # "" = the cluster's default StorageClass
     storage_size: str             # RustFS's volume claim
     rclone_image: str
+    router_node_port: int = 30880  # the stack's one endpoint's NodePort (kubeRouterNodePort)
 
 
 @dataclass(frozen=True)

@@ -2,12 +2,11 @@
 ``hosts``; several hosts give, per model, every host's base URL and curl line."""
 from __future__ import annotations
 
-from typing import Any, Mapping, Optional
+from typing import Any, Mapping
 
 from components.config.spec import StackConfig
 from components.core.outputs import curl, metrics
 from components.core.target import Store
-from components.docker.router import Router
 from components.docker.host_plan import HostPlan
 
 
@@ -28,15 +27,6 @@ def one_host_outputs(cfg: StackConfig, store: Store, host: HostPlan) -> dict[str
                           **({"weights_dir": host.copies[name].path} if name in host.copies else {})}
                    for name, s in host.servers.items()},
         "curl": curl(cfg, host.servers[first.name].base_url, first.name)}
-
-
-def router_outputs(cfg: StackConfig, router: Optional[Router]) -> dict[str, Any]:
-    """The stack's one endpoint: its base URL, its metrics, and the request to try through it."""
-    if router is None:
-        return {}
-    return {"endpoint": router.url, "endpoint_metrics": router.metrics_url,
-            "endpoint_models": [m.name for m in cfg.models],
-            "endpoint_curl": curl(cfg, router.url, cfg.models[0].name)}
 
 
 def hosts_outputs(cfg: StackConfig, store: Store, hosts: Mapping[str, HostPlan]) -> dict[str, Any]:

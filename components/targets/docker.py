@@ -27,7 +27,8 @@ from components.config.spec import StackConfig
 from components.core.target import Keys, S3Side, Served, Store, Target
 from components.docker import preflight
 from components.docker.host_plan import HostPlan
-from components.docker.outputs import hosts_outputs, one_host_outputs, router_outputs
+from components.core.outputs import router_outputs
+from components.docker.outputs import hosts_outputs, one_host_outputs
 from components.docker.router import Router, RouterArgs
 from components.docker.s3_server import S3Server, S3ServerArgs
 from components.hosts.types import Host, hosts_of

@@ -2,11 +2,13 @@
 
     KubeCluster (provider, namespace, Secret) -> KubeS3Server (StatefulSet + claim + Service, or
     external) -> [core: check, bucket, uploads] -> per model: KubeMount (rclone DaemonSet; none
-    with the streamer) -> KubeModel (Deployment + Service) -> [core: smoke completion through the Service]
+    with the streamer) -> KubeModel (Deployment + Service) -> [core: smoke completion through the Service];
+    KubeRouter (the stack's one endpoint: vllm-router and nginx, a Deployment and a NodePort Service) over
+    every model's Service, once every model's Deployment is ready.
 
 The bucket and the uploads are the core's, from this machine to the endpoint it reaches
 (``rustfsEndpoint``; for RustFS on the cluster ``kubeNodeAddress:kubeS3NodePort``). Each model's
-chain is its own, as on Docker. Kubernetes places and balances the pods; there is no balancer of ours.
+chain is its own, as on Docker. Kubernetes places and balances the pods of a model behind its Service.
 """
 from __future__ import annotations
 
@@ -15,12 +17,14 @@ from typing import Any
 import pulumi
 
 from components.config.spec import KubeSpec, ModelSpec, StackConfig
-from components.core.outputs import curl, metrics
+from components.core.outputs import curl, metrics, router_outputs
 from components.core.target import Keys, S3Side, Served, Store, Target
 from components.kube import preflight
 from components.kube.cluster import KubeCluster, KubeClusterArgs
 from components.kube.model import KubeModel, KubeModelArgs
 from components.kube.mount import KubeMount, KubeMountArgs
+from components.kube.model import VLLM_PORT
+from components.kube.router import KubeRouter, KubeRouterArgs
 from components.kube.s3 import KubeS3Server, KubeS3ServerArgs
 from components.serving import streamer
 
@@ -33,6 +37,7 @@ class KubeTarget(Target):
         super().__init__(cfg)
         self.kube: KubeSpec = cfg.kube  # type: ignore[assignment]
         self.models: dict[str, KubeModel] = {}
+        self.router: KubeRouter | None = None
 
     @classmethod
     def accepts(cls, cfg: StackConfig) -> bool:
@@ -68,7 +73,21 @@ class KubeTarget(Target):
             model = self.models[m.name] = self._model(owner, store, m)
             served.append(Served(model=m.name, place=None, name_prefix="", base_url=model.base_url,
                                  instance=model.rollout, ready=[model.deployment, model.service]))
+        if self.cfg.router and self.cfg.models:
+            self.router = self._router(owner)
         return served
+
+    def _router(self, owner: pulumi.ComponentResource) -> KubeRouter:
+        """The stack's one endpoint, over each model's Service (its cluster IP: no cluster DNS needed)."""
+        cfg = self.cfg
+        routes = {m.name: self.models[m.name].service.spec.apply(
+            lambda s: f"http://{s.cluster_ip or '<cluster IP, assigned at create>'}:{VLLM_PORT}") for m in cfg.models}
+        return KubeRouter("router", KubeRouterArgs(
+            cluster=self.cluster, name_prefix=cfg.name_prefix, image=cfg.router_image, policy=cfg.router_policy,
+            node_port=self.kube.router_node_port, node_address=self.kube.node_address, routes=routes,
+            entries={m.name: {"max_model_len": m.max_model_len} for m in cfg.models},
+            api_key=pulumi.Output.secret(cfg.vllm_api_key) if cfg.vllm_api_key else ""),
+            pulumi.ResourceOptions(parent=owner, depends_on=[self.models[m.name].deployment for m in cfg.models]))
 
     def _model(self, owner: pulumi.ComponentResource, store: Store, m: ModelSpec) -> KubeModel:
         """``m``'s rclone DaemonSet (unless streamed) and its Deployment and Service."""
@@ -109,4 +128,5 @@ class KubeTarget(Target):
                 "service": self.models[m.name].service.metadata.apply(lambda md: f"{md.namespace}/{md.name}")}
                 for m in cfg.models},
             "curl": curl(cfg, self.models[first.name].base_url, first.name),
+            **router_outputs(cfg, self.router),
         }

@@ -135,8 +135,10 @@ def test_objects_and_provider(graph):
     provider = graph.one(PROVIDER)
     assert provider.is_secret("kubeconfig") and provider.plain("enableServerSideApply") in (True, "true")  # providers get strings
     assert sorted(r.name for r in graph.by_type(DS)) == ["mount-a-daemonset"]      # b is streamed: no mount
-    assert sorted(r.name for r in graph.by_type(DEPLOY)) == ["vllm-a-deployment", "vllm-b-deployment"]
-    assert sorted(r.name for r in graph.by_type(SVC)) == ["s3-service", "vllm-a-service", "vllm-b-service"]
+    assert sorted(r.name for r in graph.by_type(DEPLOY)) == ["router-deployment", "vllm-a-deployment",
+                                                             "vllm-b-deployment"]
+    assert sorted(r.name for r in graph.by_type(SVC)) == ["router-service", "s3-service", "vllm-a-service",
+                                                          "vllm-b-service"]
     for r in graph.resources:
         if r.typ.startswith("kubernetes:"):
             assert r.provider.startswith(provider.urn), r.name     # every object goes to the stack's cluster
@@ -239,7 +241,7 @@ def test_pods_name_the_secret_pulumi_names(graph):
     assert all("name" not in s.inputs["metadata"] for s in graph.by_type(SECRET))
     named: dict[str, set[str]] = {}
     for r in graph.resources:
-        if r.typ in (DS, DEPLOY, "kubernetes:apps/v1:StatefulSet"):
+        if r.typ in (DS, DEPLOY, "kubernetes:apps/v1:StatefulSet") and r.name != "router-deployment":
             pod = spec_of(r)["template"]["spec"]
             refs = named.setdefault(r.typ, set())
             for c in pod["containers"] + pod.get("initContainers", []):
@@ -257,6 +259,26 @@ def test_adding_a_model_touches_nothing_else(tmp_path):
     after = {r.name: unwrap(r.inputs) for r in build(load(raw(tmp_path)), stack="k8s").resources}
     assert set(before) < set(after)
     changed = [n for n in before if before[n] != after[n]]
-    # the read key's policy takes the new prefix in place (an update of its grant); nothing else changes
-    assert changed == ["read-grant"], changed
+    # the read key's policy takes the new prefix in place (an update of its grant), and the one endpoint's
+    # routes (its Secret's files, and its pod rolls for them); nothing else changes
+    assert changed == ["read-grant", "router-files", "router-deployment"], changed
     assert [k for k in before["read-grant"] if before["read-grant"][k] != after["read-grant"][k]] == ["policy"]
+
+
+def test_the_one_endpoint_routes_each_model_to_its_service(graph):
+    """The router's pod: vllm-router (IGW) and nginx from routerImage, its files from a Secret of its own
+    (nginx.conf checks the API key), its NodePort kubeRouterNodePort; it reads no S3 key."""
+    svc = spec_of(graph.one(SVC, "router-service"))
+    assert svc["type"] == "NodePort" and svc["ports"][0]["nodePort"] == 30880
+    pod = spec_of(graph.one(DEPLOY, "router-deployment"))["template"]["spec"]
+    router, endpoint = pod["containers"]
+    assert router["command"][:2] == ["rustfs-vllm-router", "--enable-igw"] and endpoint["command"][0] == "nginx"
+    assert endpoint["readinessProbe"]["httpGet"]["path"] == "/health"
+    [files] = [v for v in pod["volumes"] if "secret" in v]
+    secret = graph.one(SECRET, "router-files")
+    assert secret.is_secret("stringData")
+    assert "keys" not in files["secret"]["secretName"]
+    data = secret.plain("stringData")
+    workers = json.loads(data["workers.json"])
+    assert sorted(w["model_id"] for w in workers) == ["a", "b"] and all(w["url"].endswith(":8000") for w in workers)
+    assert '"max_model_len":' in data["nginx.conf"]

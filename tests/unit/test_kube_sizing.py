@@ -36,7 +36,8 @@ def test_every_pod_of_the_stack_has_memory_requests_and_limits(tmp_path):
         {"name": "b", "source": str(tmp_path / "b"), "memoryGib": 6, "cpus": 2, "kvCacheSpaceGib": 1}])))
     workloads = g.by_type("kubernetes:apps/v1:Deployment") + g.by_type("kubernetes:apps/v1:DaemonSet") + \
         g.by_type("kubernetes:apps/v1:StatefulSet")
-    assert len(workloads) == 5, [r.name for r in workloads]     # two models, their mounts, the S3 server
+    # two models, their mounts, the S3 server, the one endpoint
+    assert len(workloads) == 6, [r.name for r in workloads]
     for r in workloads:
         for c in r.plain("spec")["template"]["spec"]["containers"]:
             res = c.get("resources") or {}
