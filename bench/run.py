@@ -516,6 +516,9 @@ def parse_args() -> argparse.Namespace:
     ap.add_argument("--preview-5g", action="store_true",
                     help="only the stack part with a 5 GiB model, added to the existing results-<server>.json as "
                          "preview.noop_5g_s (does preview time grow with model size?)")
+    ap.add_argument("--router", action="store_true",
+                    help="only the stack's one endpoint against a model's port, and cache_aware against round_robin "
+                         "(bench/router.py: vllm bench serve), written to bench/results-router.json")
     ap.add_argument("--hosts", action="store_true",
                     help="only `up` of one model on one simulated serving host and on two (tests/hosts/sim-hosts), "
                          "added to results-<server>.json as hosts")
@@ -671,7 +674,11 @@ def run_measured(args: argparse.Namespace) -> None:
 def main() -> None:
     """Run the part the flags name: one that adds to an earlier run's results, or a fresh run."""
     args = parse_args()
-    if args.hosts:
+    if args.router:
+        from bench.router import run as run_router
+
+        print(json.dumps(run_router(), indent=2))
+    elif args.hosts:
         run_hosts(args.server)
     elif args.preview_5g:
         run_preview_5g(args.server)

@@ -27,9 +27,6 @@ from components.paths import SCRIPTS
 from components.serving import router_conf, router_sync
 from components.serving.labels import labels
 
-HEALTH_INTERVAL_S = 2      # a server that stops answering /health leaves the rotation within ~2 intervals
-
-
 @dataclass
 class RouterArgs:
     stack: str
@@ -41,13 +38,6 @@ class RouterArgs:
     routes: Mapping[str, Sequence[str]]       # served model name -> its servers' base URLs (no /v1)
     api_key: pulumi.Input[str] = ""
     ready_timeout: int = 120
-
-
-def router_argv(args: RouterArgs, ports: router_conf.Ports) -> list[str]:
-    return ["rustfs-vllm-router", "--enable-igw", "--host", "127.0.0.1", "--port", str(ports.router),
-            "--policy", args.policy, "--prometheus-host", "127.0.0.1", "--prometheus-port", str(ports.metrics),
-            "--health-check-interval-secs", str(HEALTH_INTERVAL_S), "--health-check-endpoint", "/health",
-            "--log-level", "warning"]
 
 
 def route_changes(ports: router_conf.Ports, routes: Mapping[str, Sequence[str]]) -> list[str]:
@@ -80,7 +70,8 @@ class Router(pulumi.ComponentResource):
                                         child)
         port_label = ",".join(str(p) for p in (ports.port, ports.router, ports.metrics))
         self.router = docker.Container(f"{name}-container", docker.ContainerArgs(
-            name=f"{args.name_prefix}-router", image=self.image.image_id, command=router_argv(args, ports),
+            name=f"{args.name_prefix}-router", image=self.image.image_id,
+            command=router_conf.router_argv(args.policy, ports),
             network_mode="host", restart="unless-stopped",
             labels=labels(args.stack, "router", ports=port_label),
         ), pulumi.ResourceOptions(parent=self, delete_before_replace=True))

@@ -29,7 +29,6 @@ from components.serving import router_conf
 
 PORTS = router_conf.Ports("0.0.0.0", 8080, 8081, 8082)      # in the pod: nginx, the router, its metrics
 FILES = "/etc/rustfs-vllm/k8s"
-HEALTH_INTERVAL_S = 2
 
 
 @dataclass
@@ -50,13 +49,6 @@ def files(routes: Mapping[str, str], entries: Mapping[str, dict], api_key: str) 
     by_model = {m: [url] for m, url in routes.items()}
     conf = router_conf.nginx_conf(by_model, PORTS, api_key, created=0, entries=entries)
     return {"nginx.conf": conf, "workers.json": json.dumps(router_conf.workers(by_model, api_key))}
-
-
-def router_argv(policy: str) -> list[str]:
-    return ["rustfs-vllm-router", "--enable-igw", "--host", "127.0.0.1", "--port", str(PORTS.router),
-            "--policy", policy, "--prometheus-host", "127.0.0.1", "--prometheus-port", str(PORTS.metrics),
-            "--health-check-interval-secs", str(HEALTH_INTERVAL_S), "--health-check-endpoint", "/health",
-            "--log-level", "warning"]
 
 
 class KubeRouter(pulumi.ComponentResource):
@@ -94,7 +86,7 @@ class KubeRouter(pulumi.ComponentResource):
                         containers=[
                             k8s.core.v1.ContainerArgs(
                                 name="router", image=args.image, image_pull_policy="IfNotPresent",
-                                command=router_argv(args.policy), volume_mounts=[mount],
+                                command=router_conf.router_argv(args.policy, PORTS), volume_mounts=[mount],
                                 env=[k8s.core.v1.EnvVarArgs(name="RV_ROUTER_WORKERS", value=f"{FILES}/workers.json")],
                                 resources=k8s.core.v1.ResourceRequirementsArgs(
                                     requests={"cpu": "50m", "memory": "64Mi"}, limits={"memory": "512Mi"})),

@@ -32,6 +32,9 @@ WORKERS_PATH = "/etc/rustfs-vllm/workers.json"
 MODEL_IN_BODY = r'"model"\s*:\s*"(?<rv_m>[A-Za-z0-9][A-Za-z0-9._:/-]{0,127})"'
 
 
+HEALTH_INTERVAL_S = 2      # a server that stops answering /health leaves the rotation within ~2 intervals
+
+
 @dataclass(frozen=True)
 class Ports:
     """Where the endpoint listens, and the router's own loopback ports (router and Prometheus)."""
@@ -39,6 +42,15 @@ class Ports:
     port: int
     router: int
     metrics: int
+
+
+def router_argv(policy: str, ports: "Ports") -> list[str]:
+    """The router container's command: vllm-router in Inference-Gateway mode (routes by ``model``) on loopback,
+    its Prometheus metrics beside it, every server's /health checked every HEALTH_INTERVAL_S."""
+    return ["rustfs-vllm-router", "--enable-igw", "--host", "127.0.0.1", "--port", str(ports.router),
+            "--policy", policy, "--prometheus-host", "127.0.0.1", "--prometheus-port", str(ports.metrics),
+            "--health-check-interval-secs", str(HEALTH_INTERVAL_S), "--health-check-endpoint", "/health",
+            "--log-level", "warning"]
 
 
 def routes_json(routes: Mapping[str, Sequence[str]]) -> str:

