@@ -180,6 +180,12 @@ def test_two_hosts(env):
         except Exception:  # noqa: BLE001 - b restarting
             time.sleep(1)
     report["b_serving_again_after_s"] = round(time.monotonic() - at, 1)
+    # and back in the endpoint's rotation (the router's health check, every 2 s): requests through it reach b
+    before_b, back = completions_served("b", box), time.monotonic()
+    while completions_served("b", box) == before_b and time.monotonic() - back < 60:
+        complete(env["entry"], "both")
+    assert completions_served("b", box) > before_b, "host b is not back in the endpoint's rotation after 60 s"
+    report["b_back_in_rotation_after_serving_s"] = round(time.monotonic() - back, 1)
     env["timings"]["entry_vllm_b_killed_under_load"] = report
     assert report["requests"] >= 48 and report["failed"] == report["failed_in_flight"] <= 4, report
     assert on_host("b", f"docker inspect -f '{{{{.RestartCount}}}}' {box}").strip() == "1"
