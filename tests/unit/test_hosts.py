@@ -408,3 +408,14 @@ def test_balancer_port_is_accepted_and_no_longer_makes_an_entry_point(tmp_path, 
     assert not [r for r in g.resources if "balancer" in r.name]
     raw["models"][1]["balancerPort"] = "x"
     assert any("models[one].balancerPort = 'x' is invalid: an integer TCP port" in p for p in problems(raw))
+
+
+def test_router_settings_are_checked_at_preview(tmp_path):
+    raw = raw_two_hosts(tmp_path, routerPolicy="fastest")
+    assert any(p.startswith("rustfs-vllm:routerPolicy = 'fastest' is invalid: one of cache_aware, round_robin")
+               for p in problems(raw)), problems(raw)
+    raw = raw_two_hosts(tmp_path, s3Server="rustfs", rustfsEndpoint="http://127.0.0.1:9000", routerPort=8999)
+    raw["hosts"] = [{**h, "s3Endpoint": "http://10.0.0.1:9000"} for h in raw["hosts"]]
+    found = problems(raw)      # the router takes 9000 (routerPort+1): the S3 server's port on this machine
+    assert any(p.startswith("rustfs-vllm:routerPort = 8999 is invalid: a port whose next two are free too") and
+               "9000" in p for p in found), found
