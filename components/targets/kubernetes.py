@@ -85,7 +85,8 @@ class KubeTarget(Target):
         return KubeRouter("router", KubeRouterArgs(
             cluster=self.cluster, name_prefix=cfg.name_prefix, image=cfg.router_image, policy=cfg.router_policy,
             node_port=self.kube.router_node_port, node_address=self.kube.node_address, routes=routes,
-            entries={m.name: {"max_model_len": m.max_model_len} for m in cfg.models},
+            # no max_model_len in the listing here: a model's change would roll the router's pod for it
+            entries={},
             api_key=pulumi.Output.secret(cfg.vllm_api_key) if cfg.vllm_api_key else ""),
             pulumi.ResourceOptions(parent=owner, depends_on=[self.models[m.name].deployment for m in cfg.models]))
 

