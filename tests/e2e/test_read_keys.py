@@ -140,6 +140,7 @@ def test_serving_hosts_read_with_a_scoped_key(tmp_path: Path):
         steps = json.loads(stack.run("preview", "--json", label="preview_add_model").stdout)["steps"]
         changed = {s["urn"].split("::")[-1]: s["op"] for s in steps if s["op"] != "same"}
         assert changed.pop("read-grant") == "update", changed       # the policy, in place; the key itself stays
+        assert changed.pop("router-routes") == "update", changed    # the one endpoint takes the new model
         assert not [n for n in changed if PREFIX in n or SERVED in n], changed
         assert set(changed.values()) == {"create"}, changed
         stack.write_config(cfg)

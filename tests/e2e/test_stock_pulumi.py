@@ -22,7 +22,7 @@ import docker
 import pytest
 
 from tests import s3_under_test
-from tests.helpers import ROOT, free_port, pulumi_env
+from tests.helpers import ROOT, free_port, free_ports, pulumi_env
 
 MODEL = ROOT / "models" / "SmolLM2-135M-Instruct"
 pytestmark = pytest.mark.skipif(not MODEL.joinpath("model.safetensors").exists(),
@@ -102,7 +102,8 @@ def test_a_stock_pulumi_installs_previews_serves_and_destroys_from_a_plain_shell
         settings = {"environment": "test", "namePrefix": prefix, **s3_under_test.stack_settings(),
                     "rustfsPort": str(free_port()), "bindAddress": "127.0.0.1", "bucket": "stock-models",
                     "mountPath": f"/mnt/{prefix}", "mountCacheDir": str(tmp_path / "cache"),
-                    "vllmImage": "rustfs-vllm/vllm-openai-cpu:0.30.0", "vllmReadyTimeout": "600"}
+                    "vllmImage": "rustfs-vllm/vllm-openai-cpu:0.30.0", "vllmReadyTimeout": "600",
+                    "routerPort": str(free_ports(3))}     # the stack's one endpoint on ports of its own
         for key, value in settings.items():
             pulumi("config", "set", key, "--", value)
         # the models list lives in the stack file, as users keep it (docs/CONFIGURATION.md)
