@@ -51,7 +51,7 @@ def bench_serve(base: str, model: str, out: Path, label: str, workload: list[str
     cmd = ["docker", "run", "--rm", "--network", "host", "--entrypoint", "vllm", "-e", "HF_HUB_OFFLINE=1",
            *(["-e", "OPENAI_API_KEY"] if key else []),
            "-v", f"{MODEL}:/tokenizer:ro", "-v", f"{out}:/out", VLLM_IMAGE, "bench", "serve", "--backend", "openai",
-           "--base-url", base, "--model", model, "--tokenizer", "/tokenizer", "--num-prompts", str(len_of(workload)),
+           "--base-url", base, "--model", model, "--tokenizer", "/tokenizer",
            "--max-concurrency", "4", "--percentile-metrics", "ttft,tpot,itl", "--metric-percentiles", "50,99",
            "--seed", str(seed), "--save-result", "--result-dir", "/out", "--result-filename", name,
            "--disable-tqdm", "--ready-check-timeout-sec", "0", *workload]
@@ -61,10 +61,6 @@ def bench_serve(base: str, model: str, out: Path, label: str, workload: list[str
     r = json.loads((out / name).read_text())
     return {"output_tokens_per_s": round(r["output_throughput"], 2), "ttft_p50_ms": round(r["p50_ttft_ms"], 1),
             "ttft_p99_ms": round(r["p99_ttft_ms"], 1), "completed": r["completed"], "failed": r.get("failed", 0)}
-
-
-def len_of(workload: list[str]) -> int:
-    return int(workload[workload.index("--num-prompts") + 1]) if "--num-prompts" in workload else 32
 
 
 def random_workload(prompts: int) -> list[str]:

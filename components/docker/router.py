@@ -55,10 +55,6 @@ def route_changes(ports: router_conf.Ports, routes: Mapping[str, Sequence[str]])
             for m, u in sorted(pairs)]
 
 
-def endpoint_host(bind_address: str) -> str:
-    return "127.0.0.1" if bind_address in ("0.0.0.0", "127.0.0.1") else bind_address
-
-
 class Router(pulumi.ComponentResource):
     url: pulumi.Output[str]
 
@@ -84,7 +80,7 @@ class Router(pulumi.ComponentResource):
                                                 content=router_conf.nginx_conf({}, ports))],
             labels=labels(args.stack, "endpoint", ports=port_label),
         ), pulumi.ResourceOptions(parent=self, delete_before_replace=True))
-        host = endpoint_host(args.bind_address)
+        host = router_conf.reach(args.bind_address)
         self.routes = command.local.Command(f"{name}-routes", command.local.CommandArgs(
             create=f"{SCRIPTS}/router-routes",
             environment={"RV_ROUTES": router_conf.routes_json(args.routes),

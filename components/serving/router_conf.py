@@ -44,6 +44,11 @@ class Ports:
     metrics: int
 
 
+def reach(bind: str) -> str:
+    """Where this machine reaches a port listening on ``bind``."""
+    return "127.0.0.1" if bind in ("0.0.0.0", "127.0.0.1") else bind
+
+
 def router_argv(policy: str, ports: "Ports") -> list[str]:
     """The router container's command: vllm-router in Inference-Gateway mode (routes by ``model``) on loopback,
     its Prometheus metrics beside it, every server's /health checked every HEALTH_INTERVAL_S."""

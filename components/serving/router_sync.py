@@ -78,7 +78,10 @@ def registered(base: str) -> list[dict]:
     code, text = http("GET", f"{base}/workers")
     if code != 200:
         raise Fail(f"the router's GET {base}/workers answered {code}: {text[:200]}")
-    return json.loads(text).get("workers", [])
+    try:
+        return json.loads(text).get("workers", [])
+    except (ValueError, AttributeError):
+        raise Fail(f"the router's GET {base}/workers answered what is not its worker list: {text[:200]}") from None
 
 
 def sync_workers(base: str, wanted: list[dict]) -> list[str]:
@@ -117,8 +120,11 @@ def wait_listing(endpoint: str, names: list[str], api_key: str, timeout: float =
         code, text = http("GET", f"{endpoint}/v1/models", headers=headers)
         if code == 200:
             got = text
-            if sorted(m["id"] for m in json.loads(text).get("data", [])) == names:
-                return
+            try:
+                if sorted(m["id"] for m in json.loads(text).get("data", [])) == names:
+                    return
+            except (ValueError, AttributeError, KeyError, TypeError):
+                pass                 # not a model list (yet): asked again, said below if it stays so
         time.sleep(0.3)
     raise Fail(f"the endpoint {endpoint}/v1/models did not list {', '.join(names)} within {timeout:.0f} s after "
                f"nginx's reload (it answered {got[:200]!r}); see docker logs of the endpoint's container")
@@ -155,7 +161,7 @@ def main() -> int:
         return 2
     api_key = sys.stdin.read().strip() if not sys.stdin.isatty() else ""
     base = f"http://127.0.0.1:{ports.router}"
-    host = "127.0.0.1" if ports.bind == "0.0.0.0" else ports.bind
+    host = router_conf.reach(ports.bind)
     try:
         wanted = router_conf.workers(routes, api_key)
         write_into(router, router_conf.WORKERS_PATH, json.dumps(wanted))

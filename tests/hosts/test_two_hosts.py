@@ -30,7 +30,7 @@ import yaml
 
 from components.storage import s3
 from tests import s3_under_test
-from tests.helpers import ROOT, free_port, keeper_privileges, s3_answer
+from tests.helpers import ROOT, keeper_privileges, s3_answer
 from tests.pulumi_cli import Stack
 from tests.serving.load import SteadyLoad
 from tests.hosts.sim import (HOSTS, LOCAL_IMAGE, MODEL, RCLONE_IMAGE, REGISTRY, complete, completions_served,
