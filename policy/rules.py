@@ -99,6 +99,15 @@ def images(facts: Facts, stack: str) -> list[str]:
             for key, ref in sorted((facts.get("images") or {}).items()) if not pinned(str(ref))]
 
 
+def mount_image(facts: Facts, stack: str) -> list[str]:
+    """The mounts' keepers run as root on every serving host: their image is pinned by digest (issue 45)."""
+    return [f"{key}: '{ref}' on production stack '{stack}' is not pinned by digest: its mount keepers run as root "
+            "on every serving host, so whoever can move that tag runs code as root there; pin it by digest "
+            "(name:tag@sha256:..., from `docker buildx imagetools inspect` or the registry)"
+            for key, ref in sorted((facts.get("images") or {}).items())
+            if key.endswith("rcloneImage") and "@sha256:" not in str(ref)]
+
+
 Rule = tuple[str, str, Callable[[Facts, str], list[str]]]
 RULES: list[Rule] = [
     ("no-default-credentials", "Production stacks do not run on RustFS's default credentials.", default_credentials),
@@ -106,6 +115,8 @@ RULES: list[Rule] = [
     ("api-key-when-exposed", "A production stack that serves beyond loopback has a vLLM API key.", exposure),
     ("no-dev-environment", "A stack named as production does not say environment: dev.", environment),
     ("pinned-images", "Production stacks run images pinned by version tag or digest.", images),
+    ("mount-image-by-digest", "Production stacks run the mount keepers' image (root on every serving host) "
+                              "pinned by digest.", mount_image),
 ]
 
 

@@ -114,3 +114,18 @@ class Stack:
         cfg = self.workdir / f"Pulumi.{self.name}.yaml"
         if cfg.exists():
             os.remove(cfg)
+        remove_logs(self.name)
+
+
+def remove_logs(stack: str) -> None:
+    """The stack's rclone logs on this machine (root's /var/log/rustfs-vllm/<namePrefix>/, which destroy
+    keeps, as a service's logs are kept), and their folders when nothing else is in them."""
+    from components.mounting.keeper_tool import LOGS_HOME
+
+    for log in Path(LOGS_HOME).glob(f"*/rclone-{stack}-*"):
+        log.unlink(missing_ok=True)
+    for folder in Path(LOGS_HOME).glob("*"):
+        try:
+            folder.rmdir()
+        except OSError:
+            pass

@@ -48,10 +48,9 @@ def load(raw: Mapping[str, Any], stack: str, project_dir: str) -> StackConfig:
             if m.replicas != 1:
                 r.bad(f"models[{m.name}].replicas", m.replicas, "1 with target: docker (one server per host; "
                                                                 "list more hosts, or use target: kubernetes)")
-            for field, value in (("memoryGib", m.memory_gib), ("cpus", m.cpus)):
-                if value is not None:
-                    r.bad(f"models[{m.name}].{field}", value, "unset with target: docker (a pod's request on "
-                                                              "target: kubernetes; Docker containers run unlimited)")
+            if m.cpus is not None:
+                r.bad(f"models[{m.name}].cpus", m.cpus, "unset with target: docker (a pod's request on "
+                                                         "target: kubernetes; Docker containers run unlimited)")
     if r.problems:
         raise ConfigError(r.problems)
     return StackConfig(**v)

@@ -302,9 +302,11 @@ MODEL_FIELDS: tuple[Key, ...] = (
         "no longer used: the stack's router serves every model at routerPort", lo=1, hi=65535),
     Key("replicas", int, 1, "an integer 1-64 (target kubernetes only)",
         "target kubernetes: the model's Deployment replicas, spread over the nodes", lo=1, hi=64),
-    Key("memoryGib", float, None, "a positive number of GiB (target kubernetes only)",
-        "target kubernetes: the vLLM pod's memory request (its limit adds vllmShmSize); default the weights, "
-        "the KV cache on CPU and 1 GiB for vLLM itself", above=0),
+    Key("memoryGib", float, None, "a positive number of GiB",
+        "the vLLM server's memory in GiB. target docker: its container's memory limit (no swap beyond it; unset: "
+        "none). target kubernetes: the vLLM pod's memory request (its limit adds vllmShmSize); default the weights, "
+        "the KV cache on CPU and 1 GiB for vLLM itself. A server killed for lack of it is named by preview and "
+        "fails `up`", above=0),
     Key("cpus", float, None, "a positive number of CPUs (target kubernetes only)",
         "target kubernetes: the vLLM pod's CPU request, default 0.5 (no CPU limit)", above=0),
     Key("loadFormat", str, "mount", f"one of {', '.join(LOAD_FORMATS)}",

@@ -8,7 +8,7 @@ Names carry the host's name (none for the implicit local host: the names stacks 
 from __future__ import annotations
 
 import os
-from typing import Optional
+from typing import Mapping, Optional
 
 import pulumi
 import pulumi_docker as docker
@@ -18,7 +18,9 @@ from components.config.spec import ModelSpec, StackConfig
 from components.core.target import Keys, Store
 from components.docker.copies import ModelCopy, ModelCopyArgs, copy_root
 from components.docker.mounts import (MountCache, MountCacheArgs, MountRoot, MountRootArgs, RcloneMount,
-                                      RcloneMountArgs, keeper_name, remote_name)
+                                      RcloneMountArgs, keeper_name, keeper_ref, remote_name)
+from components.docker.serving_state import Trouble
+from components.hosts.docker_facts import DockerFacts
 from components.hosts.types import Host
 from components.providers.purge_order import PurgeOrderResource
 from components.serving import streamer
@@ -26,8 +28,11 @@ from components.serving.vllm import CPU_BIND, VllmServer, VllmServerArgs, cpu_bi
 
 
 class HostPlan:
-    def __init__(self, owner: pulumi.Resource, host: Host, cfg: StackConfig, store: Store, keys: Keys) -> None:
+    def __init__(self, owner: pulumi.Resource, host: Host, cfg: StackConfig, store: Store, keys: Keys,
+                 facts: Optional[DockerFacts] = None, troubles: Optional[Mapping[str, Trouble]] = None) -> None:
         self.owner, self.host, self.cfg, self.store, self.keys = owner, host, cfg, store, keys
+        self.facts = facts                         # the host's Docker as preflight saw it (None: unknown)
+        self.troubles = dict(troubles or {})       # model name -> its container's trouble (serving_state)
         p = host.prefix
         host.setup(owner)
         after_bucket: list[pulumi.Resource] = [store.bucket, *host.after]
@@ -46,6 +51,12 @@ class HostPlan:
         self.keeper_image = docker.RemoteImage(f"{p}rclone-image", docker.RemoteImageArgs(
             name=host.spec.rclone_image, keep_locally=True), self.on_docker) if any(
             m.mounted for m in cfg.models_on(host.name)) else None
+        # the keepers run it by its digest (root on the host: never by a tag someone could move); said by preview
+        self.keeper_ref: pulumi.Input[str] = keeper_ref(self.keeper_image) if self.keeper_image else ""
+        if self.keeper_image:
+            pulumi.Output.from_input(self.keeper_ref).apply(lambda ref: pulumi.log.info(
+                f"mount keepers on {host.name} run rcloneImage {host.spec.rclone_image} as {ref}"
+                + ("" if "sha256:" in ref else " (no digest known yet: pulled by this run)"), self.keeper_image))
         self.servers: dict[str, VllmServer] = {}
         self.copies: dict[str, ModelCopy] = {}
         for m in cfg.models_on(host.name):
@@ -53,7 +64,9 @@ class HostPlan:
         # Deleted first by destroy (it depends on the host's copies and cache): purgeOnDestroy as configured then
         self.purge_order = PurgeOrderResource(f"{p}purge-order", {
             "host": host.name, "cache_root": host.spec.mount_cache_dir, "purge": cfg.purge_on_destroy,
-            "stack": cfg.stack, "ssh": host.ssh_argv()},
+            "stack": cfg.stack, "ssh": host.ssh_argv(),
+            # a remote host's mount tool writes it there (issue 45: root's, never through a link)
+            **({"tool": f"{host.spec.tools_dir}/rclone-mount"} if host.ssh_argv() else {})},
             pulumi.ResourceOptions(parent=owner, depends_on=[self.cache, *self.copies.values()]))
 
     def _model(self, m: ModelSpec) -> VllmServer:
@@ -96,6 +109,7 @@ class HostPlan:
             root=host.spec.mount_path, cache_dir=os.path.join(host.spec.mount_cache_dir, m.prefix),
             flags=cfg.mount_flags, manifest=upload.manifest, revision=upload.revision, ca_bundle=cfg.ca_bundle,
             host=host, keeper_image=host.spec.rclone_image, keeper_name=keeper_name(cfg.name_prefix, m.prefix),
+            keeper_ref=self.keeper_ref,
             stack=cfg.stack, command=cfg.mount_command, read_ahead_kb=cfg.mount_read_ahead_kb),
             pulumi.ResourceOptions(parent=self.owner, depends_on=[self.mount_root, self.cache, self.image,
                                                                   *([self.keeper_image] if self.keeper_image else [])]))
@@ -106,15 +120,19 @@ class HostPlan:
         bucket, given the keys); GPUs from the model, the host or the stack."""
         host, cfg = self.host, self.cfg
         gpus = m.gpus if m.gpus is not None else host.spec.gpus if host.spec.gpus is not None else cfg.vllm_gpus
-        if cpu_binding(gpus) and CPU_BIND not in {**cfg.vllm_env, **m.env}:
+        name = f"{cfg.name_prefix}-vllm-{m.prefix.lower()}"
+        before = self.facts.health.get(name) if self.facts is not None else None
+        if cpu_binding(gpus) and CPU_BIND not in {**cfg.vllm_env, **m.env} and before is not None and not before.cpu_bind:
+            # said only when this update changes it: a container made before the default
             pulumi.log.info(f"models[{m.name}] on {host.name}: {CPU_BIND}=nobind (the default on CPU: vLLM's own binding "
                             "pins every server's worker to the same cores, and two models on one host starve each "
-                            "other; a container made before this default is replaced once). Set the model's env "
-                            f"{CPU_BIND} to bind it yourself")
+                            f"other): its container {name}, made before this default, is replaced once. Set the "
+                            f"model's env {CPU_BIND} to bind it yourself")
+        trouble = self.troubles.get(m.name)
         stream = dict(load_format=m.load_format, s3_endpoint=host.spec.s3_endpoint, access_key=self.keys.access_key,
                       secret_key=self.keys.secret_key, ca_bundle=cfg.ca_bundle) if streamed else {}
         return VllmServer(f"{host.prefix}vllm-{m.prefix}", VllmServerArgs(
-            stack=cfg.stack, container_name=f"{cfg.name_prefix}-vllm-{m.prefix.lower()}", image_id=self.image.image_id,
+            stack=cfg.stack, container_name=name, image_id=self.image.image_id,
             model_dir=streamer.model_url(cfg.bucket, m.prefix) if streamed else f"/models/{m.prefix}",
             served_name=m.name, dtype=m.dtype, max_model_len=m.max_model_len,
             port=m.port, mount_path=host.spec.mount_path, revision=self.store.uploads[m.name].revision,
@@ -122,7 +140,9 @@ class HostPlan:
             kv_cache_space_gib=m.kv_cache_space_gib, extra_args=m.extra_args, env={**cfg.vllm_env, **m.env},
             api_key=pulumi.Output.secret(cfg.vllm_api_key), has_api_key=bool(cfg.vllm_api_key),
             shm_size=cfg.vllm_shm_size, gpus=gpus, restart=cfg.vllm_restart, ready_timeout=cfg.vllm_ready_timeout,
-            compile_cache=cfg.vllm_compile_cache,
+            compile_cache=cfg.vllm_compile_cache, memory_gib=m.memory_gib,
+            recheck=trouble.recheck if trouble else "", recheck_id=trouble.container_id if trouble else "",
+            trouble=trouble.summary if trouble else "",
             **host.readiness(), **stream,
             **({"weights_dir": copy.path, "copy_generation": copy.generation} if copy else {})),
             pulumi.ResourceOptions(parent=self.owner, depends_on=after,

@@ -36,7 +36,7 @@ import json
 import os
 import re
 from dataclasses import dataclass
-from typing import Callable, Mapping, Optional, Sequence
+from typing import Any, Callable, Mapping, Optional, Sequence
 
 import pulumi
 
@@ -98,10 +98,19 @@ class RcloneMountArgs:
     flags: Sequence[str] = ()
     ca_bundle: str = ""                               # rustfsCaBundle: rclone --ca-cert
     keeper_image: str = ""                            # the host's rcloneImage: runs the mount's keeper
+    keeper_ref: pulumi.Input[str] = ""                # ... by its digest (keeper_ref()), "" = by keeper_image
     keeper_name: str = ""                             # the keeper container's name
     stack: str = ""                                   # whose vLLM containers the keeper starts
     command: str = "mount"                            # mountCommand: rclone mount or mount2
     read_ahead_kb: int = 0                            # mountReadAheadKb: the mount's bdi read-ahead (0: the kernel's)
+
+
+def keeper_ref(image: Any) -> pulumi.Output[str]:
+    """What a keeper runs (issue 45): the rcloneImage pulled by ``image`` (a RemoteImage) by its digest:
+    the registry's ``repo@sha256:...``, or for a local build its image ID (``sha256:...``), never a tag
+    that someone could move to other code (the keeper is root on its host)."""
+    return pulumi.Output.all(image.repo_digest, image.image_id, image.name).apply(
+        lambda v: v[0] if v[0] and "@sha256:" in v[0] else v[1] if v[1] and v[1].startswith("sha256:") else v[2])
 
 
 def keeper_name(name_prefix: str, prefix: str) -> str:
@@ -149,14 +158,21 @@ def next_generation(marker_file: str, lost: Callable[[], bool], warning: str) ->
     return current
 
 
-def _lost(mount_path: str, where: str = "") -> str:
-    return (f"the rclone mount at {mount_path}{where} is not alive (rclone and its keeper died or were removed, or "
-            "it was unmounted); this run mounts it again (the container reading it stays)")
+def _lost(mount_path: str, where: str = "", why: str = "") -> str:
+    return (f"the rclone mount at {mount_path}{where} is not alive ("
+            f"{why or 'rclone and its keeper died or were removed, or it was unmounted'}); "
+            "this run mounts it again (the container reading it stays)")
 
 
-def generation(marker_file: str, mount_path: str, alive: Optional[Callable[[str], bool]]) -> int:
-    """The mount generation to ask for: the marker's, or the next one when that mount has died."""
-    return next_generation(marker_file, lambda: alive is not None and not alive(mount_path), _lost(mount_path))
+def generation(marker_file: str, mount_path: str, alive: Optional[Callable[[str], bool]],
+               why: Callable[[], str] = lambda: "") -> int:
+    """The mount generation to ask for: the marker's, or the next one when that mount has died (the
+    warning says ``why()``: a keeper that gave up, with its last error)."""
+    current = marked_generation(marker_file)
+    if current is None or alive is None or alive(mount_path):
+        return current or 0
+    pulumi.log.warn(_lost(mount_path, why=why()))
+    return current + 1
 
 
 def seen_generation(seen: Mapping[str, object], mount_path: str, host: str) -> int:
@@ -181,9 +197,10 @@ class RcloneMount(pulumi.ComponentResource):
         marker = host.mount_marker(args.prefix)
         seen = host.mount_seen(args.prefix, mount_path)
         gen = seen_generation(seen, mount_path, host.name) if seen is not None else \
-            generation(marker, mount_path, host.mount_alive())
+            generation(marker, mount_path, host.mount_alive(), lambda: host.keeper_down(args.keeper_name))
         expect = json.dumps(expectations(args.manifest))
-        env = pulumi.Output.all(args.endpoint, args.bucket, args.access_key, args.secret_key).apply(lambda v: {
+        env = pulumi.Output.all(args.endpoint, args.bucket, args.access_key, args.secret_key,
+                                args.keeper_ref).apply(lambda v: {
             "RV_RCLONE": host.rclone, "RV_REMOTE": r, "RV_SOURCE": f"{v[1]}/{args.prefix}", "RV_ROOT": args.root,
             "RV_MOUNT": mount_path, "RV_CACHE_DIR": args.cache_dir, "RV_FLAGS": "\n".join(args.flags),
             "RV_LOG": host.log_file(args.prefix), "RV_EXPECT": expect, "RV_MARKER": marker,
@@ -192,7 +209,7 @@ class RcloneMount(pulumi.ComponentResource):
             **({"RV_MOUNT_COMMAND": args.command} if args.command != "mount" else {}),
             **({"RV_READ_AHEAD_KB": str(args.read_ahead_kb)} if args.read_ahead_kb else {}),
             **({"RV_CA_CERT": host.ca_path or args.ca_bundle} if args.ca_bundle else {}),
-            **({"RV_KEEPER_IMAGE": args.keeper_image, "RV_KEEPER_NAME": args.keeper_name,
+            **({"RV_KEEPER_IMAGE": v[4] or args.keeper_image, "RV_KEEPER_NAME": args.keeper_name,
                 "RV_SPEC": host.keeper_spec(args.prefix), "RV_STACK": args.stack} if args.keeper_image else {}),
             **({"RV_SPEC_BEFORE": host.keeper_spec_before(args.prefix)}
                if args.keeper_image and host.keeper_spec_before(args.prefix) else {}),

@@ -52,6 +52,7 @@ class Machines:
 
     def __init__(self, cfg: StackConfig, hosts: Sequence[Host]) -> None:
         self.cfg, self.hosts = cfg, {h.name: h for h in hosts}
+        self.seen: dict[str, Optional[DockerFacts]] = {}       # what docker_facts answered, per host
         self._in_use = machine.port_checker(cfg.stack)
         self.memory_bytes, self.image_present = machine.memory_bytes, machine.image_present
         self.image_has_module = machine.image_has_module
@@ -74,8 +75,11 @@ class Machines:
         if h is None or h.spec.local:
             from components.hosts.docker_facts import local_facts
 
-            return local_facts()
-        return h.docker_facts()
+            found = local_facts()
+        else:
+            found = h.docker_facts()
+        self.seen[host] = found
+        return found
 
 
 def check(cfg: StackConfig, probes: Probes) -> list[str]:

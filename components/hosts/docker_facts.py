@@ -15,6 +15,32 @@ TOOLKIT = ("the NVIDIA Container Toolkit (https://docs.nvidia.com/datacenter/clo
            "latest/install-guide.html), then restart dockerd")
 
 
+CPU_BIND = "VLLM_CPU_OMP_THREADS_BIND"      # components.serving.vllm's (this layer cannot import it)
+
+
+@dataclass(frozen=True)
+class Health:
+    """How a vLLM container of a stack is (its ``docker inspect``): what preview says of a model that
+    is not serving (restarting, OOM-killed, exited) and whether it was made with the CPU binding default."""
+    status: str                      # created, running, restarting, exited, dead, paused
+    restarts: int = 0                # RestartCount: restarts by its restart policy since it was made
+    oom_killed: bool = False         # its last exit was the kernel's OOM kill (Docker keeps it until replaced)
+    exit_code: int = 0
+    memory: int = 0                  # its memory limit in bytes (0: none)
+    cpu_bind: bool = False           # its environment sets VLLM_CPU_OMP_THREADS_BIND
+    id: str = ""                     # the container's id (a trouble is its own: a new container has none)
+
+
+def health_of(attrs: Mapping) -> Health:
+    """Health from a container's inspect (the Docker API's JSON)."""
+    state = attrs.get("State") or {}
+    env = (attrs.get("Config") or {}).get("Env") or []
+    return Health(status=str(state.get("Status", "")), restarts=int(attrs.get("RestartCount") or 0),
+                  oom_killed=bool(state.get("OOMKilled")), exit_code=int(state.get("ExitCode") or 0),
+                  memory=int((attrs.get("HostConfig") or {}).get("Memory") or 0),
+                  cpu_bind=any(str(e).startswith(CPU_BIND + "=") for e in env), id=str(attrs.get("Id") or ""))
+
+
 @dataclass(frozen=True)
 class DockerFacts:
     """What preflight needs to know of one Docker host."""
@@ -23,6 +49,7 @@ class DockerFacts:
     hooks: tuple[str, ...] = ()                                   # NVIDIA hooks on the host's PATH
     containers: Mapping[str, Mapping[str, str]] = field(default_factory=dict)   # name -> labels
     states: Mapping[str, str] = field(default_factory=dict)       # name -> created, running, exited, ...
+    health: Mapping[str, Health] = field(default_factory=dict)    # name -> a vLLM container's health
 
     @property
     def gpus(self) -> bool:
@@ -31,11 +58,11 @@ class DockerFacts:
 
 
 def from_info(info: Mapping, hooks: tuple[str, ...], containers: Mapping[str, Mapping[str, str]],
-              states: Optional[Mapping[str, str]] = None) -> DockerFacts:
+              states: Optional[Mapping[str, str]] = None, health: Optional[Mapping[str, Health]] = None) -> DockerFacts:
     """DockerFacts from `docker info`'s JSON (Runtimes; DiscoveredDevices on daemons with CDI)."""
     devices = tuple(str(d.get("ID", "")) for d in (info.get("DiscoveredDevices") or []) if isinstance(d, Mapping))
     return DockerFacts(runtimes=tuple(sorted((info.get("Runtimes") or {}).keys())), cdi_devices=devices,
-                       hooks=hooks, containers=containers, states=dict(states or {}))
+                       hooks=hooks, containers=containers, states=dict(states or {}), health=dict(health or {}))
 
 
 def local_facts() -> Optional[DockerFacts]:
@@ -48,9 +75,10 @@ def local_facts() -> Optional[DockerFacts]:
         listed = client.containers.list(all=True, sparse=False)
         found = {c.name: dict(c.labels or {}) for c in listed}
         states = {c.name: c.status for c in listed}
+        health = {c.name: health_of(c.attrs) for c in listed if (c.labels or {}).get("rustfs-vllm.role") == "vllm"}
     except Exception:  # noqa: BLE001 - no daemon here: the image and port checks, or up, say so
         return None
-    return from_info(info, tuple(h for h in NVIDIA_HOOKS if shutil.which(h)), found, states)
+    return from_info(info, tuple(h for h in NVIDIA_HOOKS if shutil.which(h)), found, states, health)
 
 
 def image_label(image: str, key: str) -> str:
@@ -71,15 +99,37 @@ def image_label(image: str, key: str) -> str:
 LOCAL_IMAGE = re.compile(r"^rustfs-vllm/")
 
 
+# a vLLM container's health, one line each: its inspect less its environment's values (CPU_BIND's name only)
+HEALTH_FORMAT = ("{{json (index (split .Name \"/\") 1)}}\t{{json .State}}\t{{.RestartCount}}\t{{.HostConfig.Memory}}\t"
+                 "{{range .Config.Env}}{{if eq (index (split . \"=\") 0) \"" + CPU_BIND + "\"}}bind{{end}}{{end}}\t{{.Id}}")
 REMOTE_SCRIPT = ("docker info --format '{{json .}}'; echo '--- hooks'; "
                  + "; ".join(f"command -v {h} >/dev/null 2>&1 && echo {h}" for h in NVIDIA_HOOKS)
-                 + "; echo '--- containers'; docker ps -a --format '{{.Names}}\t{{.State}}\t{{.Labels}}'")
+                 + "; echo '--- containers'; docker ps -a --format '{{.Names}}\t{{.State}}\t{{.Labels}}'"
+                 + "; echo '--- health'; ids=$(docker ps -aq --filter label=rustfs-vllm.role=vllm); "
+                 + f"[ -z \"$ids\" ] || docker inspect --format '{HEALTH_FORMAT}' $ids")
+
+
+def parse_health(text: str) -> dict[str, Health]:
+    """The health lines of REMOTE_SCRIPT (HEALTH_FORMAT) as {name: Health}; a line it cannot read is skipped."""
+    out: dict[str, Health] = {}
+    for line in text.splitlines():
+        parts = line.split("\t")
+        try:
+            name, state = json.loads(parts[0]), json.loads(parts[1])
+            attrs = {"State": state, "RestartCount": int(parts[2]), "HostConfig": {"Memory": int(parts[3] or 0)},
+                     "Config": {"Env": [f"{CPU_BIND}=" for _ in [1] if len(parts) > 4 and parts[4] == "bind"]},
+                     "Id": parts[5] if len(parts) > 5 else ""}
+        except (ValueError, IndexError):
+            continue
+        out[str(name)] = health_of(attrs)
+    return out
 
 
 def parse_remote(out: str) -> Optional[DockerFacts]:
     """DockerFacts from REMOTE_SCRIPT's output (None when `docker info` gave none)."""
     info_part, _, rest = out.partition("--- hooks\n")
     hooks_part, _, ps_part = rest.partition("--- containers\n")
+    ps_part, _, health_part = ps_part.partition("--- health\n")
     try:
         info = json.loads(info_part.strip().splitlines()[-1])
     except (ValueError, IndexError):
@@ -92,7 +142,8 @@ def parse_remote(out: str) -> Optional[DockerFacts]:
         if name:
             containers[name] = dict(kv.split("=", 1) for kv in labels.split(",") if "=" in kv)
             states[name] = state
-    return from_info(info, tuple(h for h in hooks_part.split() if h in NVIDIA_HOOKS), containers, states)
+    return from_info(info, tuple(h for h in hooks_part.split() if h in NVIDIA_HOOKS), containers, states,
+                     parse_health(health_part))
 
 
 def remote_facts(argv: list[str], timeout: float = 25) -> Optional[DockerFacts]:

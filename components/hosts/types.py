@@ -6,12 +6,11 @@
 - ``docker``: the options that put a resource on the host's Docker (the local socket, or a
   pulumi-docker provider over ``ssh://``);
 - ``setup``: what must exist on the host before its mounts (HostTools on a remote host);
-- paths (logs, mount markers, the CA bundle, rclone) and the readiness wait's view of the host;
+- paths (logs, in root's /var/log/rustfs-vllm; mount markers, the CA bundle, rclone) and the readiness wait's view of the host;
 - ``docker_facts``: what preflight asks of its Docker daemon.
 """
 from __future__ import annotations
 
-import base64
 import os
 from abc import ABC, abstractmethod
 from typing import Callable, Mapping, Optional
@@ -21,6 +20,8 @@ import pulumi_command as command
 import pulumi_docker as docker
 
 from components.hosts import docker_facts, machine, remote_mounts, ssh
+from components.mounting import keeper_tool
+from components.mounting.tool_base import env_stdin  # noqa: F401 - the hosts' name for it
 from components.config.spec import REMOTE_TOOLS_ROOT, HostSpec, StackConfig
 from components.paths import SCRIPTS
 
@@ -28,13 +29,6 @@ SCRIPT = os.path.join(SCRIPTS, "rclone-mount")
 # SSH connection attempts of a remote command before it fails (pulumi-command's default is 10, with
 # growing waits between them: minutes for a host that is down).
 DIAL_ATTEMPTS = 3
-
-
-def env_stdin(environment: Mapping[str, str]) -> str:
-    """The script's environment as its standard input: ``NAME=<base64 of the value>`` lines.
-    Remote commands get it this way, never on their command line (``ps``) and never through SSH
-    Setenv (sshd refuses names its AcceptEnv does not list)."""
-    return "".join(f"{k}={base64.b64encode(str(v).encode()).decode()}\n" for k, v in sorted(environment.items()))
 
 
 class Host(ABC):
@@ -68,8 +62,10 @@ class Host(ABC):
     def docker(self, owner: pulumi.Resource) -> pulumi.ResourceOptions:
         """Options that put a child of ``owner`` on this host's Docker."""
 
-    @abstractmethod
-    def log_file(self, prefix: str) -> str: ...
+    def log_file(self, prefix: str) -> str:
+        """rclone's log of ``prefix`` (a mount's, a copy's) on the host: in root's own folder
+        (/var/log/rustfs-vllm/<namePrefix>), never in a checkout (the keeper writes it as root)."""
+        return f"{keeper_tool.LOGS_HOME}/{self.cfg.name_prefix}/rclone-{self.cfg.stack}-{prefix}.log"
 
     @abstractmethod
     def marker_file(self, prefix: str) -> str:
@@ -85,6 +81,10 @@ class Host(ABC):
 
     def look_at_mounts(self) -> None:
         """Ask the host about its mounts (once, after preflight reached it): nothing to ask here."""
+
+    def keeper_down(self, name: str) -> str:
+        """Why the mount keeper ``name`` is down, in one line ("": running, gone, or not known here)."""
+        return keeper_tool.keeper_down(name) if name and not self.ssh_argv() else ""
 
     def ssh_argv(self) -> list[str]:
         """``ssh ... host`` for a command on the host from this machine ([]: this machine)."""
@@ -130,10 +130,6 @@ class LocalHost(Host):
 
     def docker(self, owner: pulumi.Resource) -> pulumi.ResourceOptions:
         return pulumi.ResourceOptions(parent=owner)
-
-    def log_file(self, prefix: str) -> str:
-        os.makedirs(os.path.join(self.cfg.state_dir, "logs"), exist_ok=True)
-        return os.path.join(self.cfg.state_dir, "logs", f"rclone-{self.cfg.stack}-{prefix}.log")
 
     def marker_file(self, prefix: str) -> str:
         return os.path.join(self.cfg.state_dir, "mounts", self.cfg.stack, f"{prefix}.json")
@@ -191,9 +187,6 @@ class SshHost(Host):
                                              opts=pulumi.ResourceOptions(parent=owner))
         return pulumi.ResourceOptions(parent=owner, provider=self._provider)
 
-    def log_file(self, prefix: str) -> str:
-        return f"{self.spec.tools_dir}/logs/rclone-{self.cfg.stack}-{prefix}.log"
-
     def marker_file(self, prefix: str) -> str:
         return ""
 
@@ -215,6 +208,11 @@ class SshHost(Host):
         if self._mounts_seen.get("unreachable"):
             pulumi.log.warn(f"host {self.name} did not answer over SSH: its mounts are not checked in this run "
                             "(what they last reported is assumed)")
+        elif self._mounts_seen.get("failed"):
+            pulumi.log.warn(f"host {self.name}: the check of its mounts failed ({self._mounts_seen['failed']}); they "
+                            "count as unknown in this run: none is mounted again, and none is taken as fine (what "
+                            f"they last reported is assumed). Look at {self.spec.tools_dir}/rclone-mount mount-states "
+                            "on the host")
 
     def ssh_argv(self) -> list[str]:
         return ssh.ssh_argv(self.spec, self.files)

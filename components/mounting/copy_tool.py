@@ -133,7 +133,7 @@ def _rclone_copy(env: Mapping[str, str], dest: str, mt: Any) -> None:
            "--retries", "3", "--low-level-retries", "5", "--contimeout", "10s", *mt._ca_flags(env), *flags]
     log = mt.Log(env.get("RV_LOG") or "/dev/null")
     try:
-        with open(log.path, "ab") as out:
+        with os.fdopen(log.opened(), "ab") as out:
             proc = subprocess.run(cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.PIPE,
                                   env=mt.without(env, mt.DROPPED_FROM_RCLONE), check=False)
     except OSError as exc:

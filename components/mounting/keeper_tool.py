@@ -16,14 +16,27 @@ rustfs-vllm-mount-supervisor MOUNT --keep SPEC``:
    when they start before their keeper) are started again, in that order;
 4. rclone watched: when it exits, or the mount or the root's self-bind is gone, it mounts again
    after a capped exponential backoff (2 s doubling to 60 s; a mount that held for 5 minutes resets
-   it); after ``MAX_FAILURES`` failures in a row it exits with status 1, so that Docker's restart
-   policy (its own backoff) and ``docker ps`` show a keeper in trouble; the log is rotated at
-   ``LOG_MAX_BYTES`` (one older file kept); on SIGTERM (``docker stop``/``rm``) it unmounts and exits.
+   it); after ``MAX_FAILURES`` failures in a row it gives up: its last line says so with rclone's
+   last error, and it exits with status 0 (GAVE_UP), which the restart policy ``on-failure`` does not
+   restart: the keeper stays down (``docker ps -a``: Exited (0)) until ``pulumi up``, whose preview
+   names the mount and that line (mounts.py), makes it again. On SIGTERM (``docker stop``, the Docker
+   engine stopping with the host) it unmounts and exits with status STOPPED (143), so that the engine
+   starts it again when it starts (a ``docker stop`` by a person is never restarted). rclone logs to
+   the mount's log with its own rotation (``--log-file-max-size``, one older file): bounded while the
+   mount is up.
 
 SPEC is a mode-0600 JSON file on the host, root's, outside any checkout (written with
 ``O_EXCL|O_NOFOLLOW`` under a random name, then renamed), with rclone's argv and environment
 (``RCLONE_CONFIG_*``, the keys among them): the keeper's own argv, environment and ``docker
 inspect`` hold no credential.
+
+Root's paths (what root runs or writes at every keeper start, with nobody running ``pulumi``): the
+spec's folder (under /var/lib/rustfs-vllm) and the log's (LOGS_HOME, /var/log/rustfs-vllm) must be
+root's with mode 0700 and every folder above them root's and not writable by group or others; they
+are opened one step at a time, never through a symbolic link, and the files in them with
+``O_NOFOLLOW`` (a plain file of root's with one link). The spec must be mode 0600 and rclone (its
+``cmd``) root's alone. A spec that fails a check is refused with one line in ``docker logs`` and the
+keeper stays down.
 
 Privileges (each tried on this project's machines, docs/RELIABILITY.md): every capability dropped
 but SYS_ADMIN (mount, setns), SYS_PTRACE (open the shim's namespace: refused without it) and
@@ -60,7 +73,10 @@ CAPABILITIES = ["SYS_ADMIN", "SYS_PTRACE", "SYS_CHROOT"]
 HOST_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 # into the host's mount namespace (the shim's), with an empty environment but the host's usual PATH:
 # nothing of the image's environment (LD_PRELOAD, PYTHON*, ...) reaches what runs on the host
-ENTER_HOST = f'exec nsenter -t "$PPID" -m -- /usr/bin/env -i PATH={HOST_PATH} "$@"'
+# A keeper that cannot enter it (a privilege withheld) says so and stays down (exit 0: not restarted).
+ENTER_HOST = ('nsenter -t "$PPID" -m -- true || { echo "rustfs-vllm: refused to start: cannot enter the host\'s '
+              'mount namespace (above); the keeper stays down" >&2; exit 0; }; '
+              f'exec nsenter -t "$PPID" -m -- /usr/bin/env -i PATH={HOST_PATH} "$@"')
 # what root runs at every keeper start, installed by the mount action root-owned, one folder per
 # content digest (never in a checkout: its owner could change what root runs, and a moved checkout
 # would leave keepers failing after a reboot)
@@ -68,8 +84,13 @@ TOOLS_HOME = "/usr/local/lib/rustfs-vllm"
 WATCH_SECONDS = 2.0
 BACKOFF_FIRST, BACKOFF_MAX = 2.0, 60.0     # seconds between mount attempts: doubled after each failure
 HEALTHY_SECONDS = 300.0                    # a mount that held this long resets the backoff
-MAX_FAILURES = 6                           # failures in a row before the keeper exits (status 1)
-LOG_MAX_BYTES = 8 * 2**20                  # the mount's log is rotated above this (one older file kept)
+MAX_FAILURES = 6                           # failures in a row before the keeper gives up (and stays down)
+LOG_MAX_MB = 8                             # the mount's log: rclone rotates it above this (one older file kept)
+LOG_MAX_BYTES = LOG_MAX_MB * 2**20         # our own lines' bound, between attempts
+GAVE_UP, STOPPED, REFUSED = 0, 143, 0      # exit statuses: on-failure restarts only STOPPED
+RESTART_POLICY = {"Name": "on-failure"}
+# root's folder for the mounts' logs (never a checkout: the keeper writes there as root at every start)
+LOGS_HOME = "/var/log/rustfs-vllm"
 
 
 class DockerError(Exception):
@@ -157,8 +178,7 @@ def _new_file(path: str, data: bytes, mode: int) -> None:
 def write_spec(path: str, spec: Mapping[str, Any]) -> None:
     """The keeper's SPEC, readable by root only (it holds rclone's credentials): written under a new
     random name, then renamed over ``path``."""
-    folder = os.path.dirname(path) or "."
-    os.makedirs(folder, mode=0o700, exist_ok=True)
+    os.close(root_folder(os.path.dirname(path)))      # root's alone (NotRoots says why not)
     tmp = f"{path}.{secrets.token_hex(8)}.tmp"
     try:
         _new_file(tmp, json.dumps(spec).encode(), 0o600)
@@ -185,6 +205,92 @@ def _root_only(path: str) -> bool:
     """``path`` is root's and nobody else can write it (what root runs must be)."""
     st = os.lstat(path)
     return st.st_uid == 0 and not st.st_mode & 0o022 and not stat.S_ISLNK(st.st_mode)
+
+
+class NotRoots(OSError):
+    """A path that root must not use: not root's alone, or a symbolic link."""
+
+
+def root_folder(path: str, make: bool = True) -> int:
+    """An open descriptor of the folder ``path``: every folder above it root's and not writable by
+    group or others, ``path`` itself root's with mode 0700 (made so when missing and ``make``), each
+    opened in turn without following a symbolic link. NotRoots says which folder is wrong and how."""
+    if not os.path.isabs(path):
+        raise NotRoots(f"{path} is not an absolute path")
+    names = [n for n in path.split("/") if n]
+    fd = os.open("/", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    walked = ""
+    try:
+        for i, name in enumerate(names):
+            walked += "/" + name
+            last = i == len(names) - 1
+            flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+            try:
+                inner = os.open(name, flags, dir_fd=fd)
+            except FileNotFoundError:
+                if not make:
+                    raise
+                try:
+                    os.mkdir(name, 0o700, dir_fd=fd)
+                except FileExistsError:
+                    pass
+                inner = os.open(name, flags, dir_fd=fd)
+            except OSError as exc:
+                if os.path.islink(walked):
+                    raise NotRoots(f"{walked} is a symbolic link (to {os.readlink(walked)})") from None
+                raise NotRoots(f"{walked} is not a folder ({exc.strerror})") from None
+            os.close(fd)
+            fd = inner
+            st = os.fstat(fd)
+            if st.st_uid != 0:
+                raise NotRoots(f"{walked} is owned by uid {st.st_uid}, not root")
+            if st.st_mode & (0o077 if last else 0o022):
+                raise NotRoots(f"{walked} has mode {stat.S_IMODE(st.st_mode):04o}"
+                               f" ({'not 0700' if last else 'others can write it'})")
+        return fd
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def open_root_file(path: str, flags: int, mode: int = 0o600, private: bool = False) -> int:
+    """``path`` opened with ``flags`` in its root_folder, never through a link (O_NOFOLLOW): a plain
+    file of root's with one link (``private``: no bit for group or others either)."""
+    folder = root_folder(os.path.dirname(path))
+    try:
+        try:
+            fd = os.open(os.path.basename(path), flags | os.O_NOFOLLOW | os.O_CLOEXEC, mode, dir_fd=folder)
+        except OSError as exc:
+            if os.path.islink(path):
+                raise NotRoots(f"{path} is a symbolic link (to {os.readlink(path)})") from None
+            raise
+    finally:
+        os.close(folder)
+    st = os.fstat(fd)
+    why = ("not a plain file" if not stat.S_ISREG(st.st_mode) else f"owned by uid {st.st_uid}, not root"
+           if st.st_uid != 0 else f"{st.st_nlink} links" if st.st_nlink != 1 else
+           f"mode {stat.S_IMODE(st.st_mode):04o}, not 0600" if private and st.st_mode & 0o077 else "")
+    if why:
+        os.close(fd)
+        raise NotRoots(f"{path} is {why}")
+    return fd
+
+
+def append_line(path: str, line: str) -> None:
+    """One line at the end of the log ``path`` in root's folder (best effort: a log that cannot be
+    written, or is not root's alone, is skipped)."""
+    try:
+        fd = open_root_file(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+    except OSError:
+        return
+    with os.fdopen(fd, "a", encoding="utf-8") as fh:
+        fh.write(line.rstrip("\n") + "\n")
+
+
+def log_flags(log: str, max_mb: int = 0) -> List[str]:
+    """rclone's own log file and its rotation: the log stays under about 2 x ``max_mb`` (LOG_MAX_MB)
+    while the mount is up (rclone rotates it in whole MiB; one older file kept)."""
+    return ["--log-file", log, "--log-file-max-size", f"{max_mb or LOG_MAX_MB}M", "--log-file-max-backups", "1"]
 
 
 def _install(name: str, blobs: Mapping[str, bytes], mode: int) -> str:
@@ -247,29 +353,44 @@ def host_python() -> str:
 
 
 def rotate_log(path: str) -> None:
-    """The log moved to ``<path>.1`` when it is above LOG_MAX_BYTES (one older file kept)."""
+    """The log moved to ``<path>.1`` in its root folder when it is above LOG_MAX_BYTES (one older
+    file kept; never through a link)."""
     try:
-        if os.path.getsize(path) > LOG_MAX_BYTES:
-            os.replace(path, f"{path}.1")
+        folder = root_folder(os.path.dirname(path))
+    except OSError:
+        return
+    name = os.path.basename(path)
+    try:
+        if os.stat(name, dir_fd=folder, follow_symlinks=False).st_size > LOG_MAX_BYTES:
+            os.replace(name, f"{name}.1", src_dir_fd=folder, dst_dir_fd=folder)
     except OSError:
         pass
+    finally:
+        os.close(folder)
 
 
-def start_keeper(name: str, image: str, point: str, stack: str, argv: List[str]) -> str:
-    """Create and start the keeper container ``name`` running ``argv`` in the host's mount
-    namespace; its id. An older container of that name is removed first."""
-    api("DELETE", f"/containers/{urllib.parse.quote(name)}?force=1")
-    body = {
+def keeper_body(image: str, point: str, stack: str, argv: List[str]) -> Dict[str, Any]:
+    """The keeper container's create request: its image, the least it needs (see the module's text)."""
+    return {
         "Image": image, "Entrypoint": ["/bin/sh", "-c", ENTER_HOST, "rustfs-vllm-keeper"], "Cmd": argv,
         "Env": [], "Labels": {MOUNT_LABEL: point, "rustfs-vllm.role": "mount", "rustfs-vllm.stack": stack},
         "HostConfig": {
             "PidMode": "host", "NetworkMode": "host", "CapDrop": ["ALL"], "CapAdd": CAPABILITIES,
             "SecurityOpt": ["apparmor=unconfined", "no-new-privileges"], "Init": False,
             "Devices": [{"PathOnHost": "/dev/fuse", "PathInContainer": "/dev/fuse", "CgroupPermissions": "rwm"}],
-            "RestartPolicy": {"Name": "unless-stopped"},
+            "RestartPolicy": RESTART_POLICY,
             "LogConfig": {"Type": "json-file", "Config": {"max-size": "1m", "max-file": "2"}},
         },
     }
+
+
+def start_keeper(name: str, image: str, point: str, stack: str, argv: List[str],
+                 body: Optional[Dict[str, Any]] = None) -> str:
+    """Create and start the keeper container ``name`` running ``argv`` in the host's mount
+    namespace (``body``: keeper_body's, or one given); its id. An older container of that name is
+    removed first."""
+    api("DELETE", f"/containers/{urllib.parse.quote(name)}?force=1")
+    body = body or keeper_body(image, point, stack, argv)
     status, answer = api("POST", "/containers/create?name=" + urllib.parse.quote(name), body)
     if status == 404:
         raise DockerError(f"the keeper's image {image} is not on this host (pulumi up pulls it: rcloneImage)")
@@ -294,6 +415,26 @@ def keeper_trouble(name: str) -> Optional[str]:
     lines = _demux(raw if isinstance(raw, str) else json.dumps(raw))
     return (f"the mount keeper {name} is not running (exit status {state.get('ExitCode')}"
             f"{', ' + state['Error'] if state.get('Error') else ''}); it printed:\n{lines}")
+
+
+def keeper_down(name: str) -> str:
+    """Why the keeper ``name`` is down, in one line (its last words: gave up, refused its spec), or ""
+    when it is running, gone or there is no Docker engine here."""
+    if docker_socket() is None:
+        return ""
+    try:
+        status, answer = api("GET", f"/containers/{urllib.parse.quote(name)}/json")
+        state = (answer or {}).get("State") or {} if status == 200 else {}
+        if status != 200 or state.get("Running"):
+            return ""
+        status, raw = api("GET", f"/containers/{urllib.parse.quote(name)}/logs?stdout=1&stderr=1&tail=5")
+    except DockerError:
+        return ""
+    lines = [ln.split("rustfs-vllm: ", 1)[-1] for ln in _demux(raw if isinstance(raw, str) else "").splitlines()
+             if "rustfs-vllm: " in ln]
+    said = next((ln for ln in reversed(lines) if ln.startswith(("gave up", "refused"))), "")
+    return f"its keeper {name} is down since {state.get('FinishedAt', '?')[:19]}Z (exit status " \
+           f"{state.get('ExitCode')})" + (f": {said}" if said else "")
 
 
 def _demux(text: str) -> str:
@@ -332,16 +473,14 @@ class Keeper:
         self.proc: Optional[subprocess.Popen] = None
         self.stopping = False
         self.held_since: Optional[float] = None     # when the current mount was seen mounted
+        self.log_from = 0                           # where this attempt's lines begin in the log
+        self.last_error = ""                        # rclone's last error line (or ours)
 
     def say(self, text: str) -> None:
         """To the container's log and to rclone's (where ``mount`` looks for "exited")."""
         line = f"{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())} rustfs-vllm: {text}"
         print(line, file=sys.stderr, flush=True)
-        try:
-            with open(self.spec["log"], "a", encoding="utf-8") as fh:
-                fh.write(line + "\n")
-        except OSError:
-            pass
+        append_line(self.spec["log"], line)
 
     def stop(self, *_: Any) -> None:
         self.stopping = True
@@ -361,7 +500,9 @@ class Keeper:
         self._clear()
         os.makedirs(self.point, exist_ok=True)
         env = self.h.without(self.spec["env"], self.h.DROPPED_FROM_RCLONE)
-        with open(self.spec["log"], "ab") as log:
+        log = os.fdopen(open_root_file(self.spec["log"], os.O_WRONLY | os.O_CREAT | os.O_APPEND), "ab")
+        self.log_from = log.tell()
+        with log:        # what rclone prints outside its --log-file (a crash) lands there too
             self.proc = subprocess.Popen(self.spec["cmd"], stdin=subprocess.DEVNULL, stdout=log,
                                          stderr=subprocess.STDOUT, env=env, close_fds=True)
         started, announced = time.monotonic(), False
@@ -390,8 +531,23 @@ class Keeper:
         while not self.stopping and time.monotonic() < end:
             time.sleep(min(0.5, end - time.monotonic()))
 
+    def _last_error(self) -> str:
+        """rclone's last error line of this attempt (its level ERROR or CRITICAL, a Fatal error), or
+        its last line; "" when it wrote none."""
+        try:
+            fd = open_root_file(self.spec["log"], os.O_RDONLY)
+            with os.fdopen(fd, "rb") as fh:
+                fh.seek(self.log_from if os.fstat(fh.fileno()).st_size >= self.log_from else 0)
+                lines = [ln.strip() for ln in fh.read().decode("utf-8", "replace").splitlines()
+                         if ln.strip() and "rustfs-vllm:" not in ln]
+        except OSError:
+            return ""
+        errors = [ln for ln in lines if any(w in ln for w in ("ERROR", "CRITICAL", "Fatal error", "panic:"))]
+        return ((errors or lines or [""])[-1])[-400:]
+
     def run(self) -> int:
-        """Mount and watch until stopped (0); after MAX_FAILURES failed attempts in a row, exit 1."""
+        """Mount and watch until stopped (STOPPED); after MAX_FAILURES failed attempts in a row, give up
+        (GAVE_UP: the restart policy leaves the keeper down until ``pulumi up``)."""
         signal.signal(signal.SIGTERM, self.stop)
         signal.signal(signal.SIGINT, self.stop)
         failures, delay = 0, BACKOFF_FIRST
@@ -400,31 +556,52 @@ class Keeper:
             self.held_since = None
             try:
                 self.once()
+                self.last_error = self._last_error() or self.last_error
             except Exception as exc:     # a failed root or mount step: say it, try again (the host heals)
-                self.say(f"mounting {self.point} failed: {exc}")
+                self.last_error = f"mounting {self.point} failed: {exc}"
+                self.say(self.last_error)
             if self.stopping:
                 break
             if self.held_since is not None and time.monotonic() - self.held_since >= HEALTHY_SECONDS:
                 failures, delay = 0, BACKOFF_FIRST
             failures += 1
             if failures >= MAX_FAILURES:
-                self.say(f"rclone for {self.point} exited; {failures} failures in a row: the keeper exits "
-                         "(Docker's restart policy starts it again, with its own backoff)")
-                return 1
+                self.say(f"gave up keeping {self.point} after {failures} failures in a row; last error: "
+                         f"{self.last_error or 'none logged'}; the keeper stays down until pulumi up mounts it again")
+                return GAVE_UP
             self.say(f"rclone for {self.point} exited; mounting again in {delay:.0f} s")
             self._pause(delay)
             delay = min(delay * 2, BACKOFF_MAX)
         self.say(f"stopped keeping {self.point}; unmounted")
-        return 0
+        return STOPPED
+
+
+def read_spec(spec_path: str) -> Dict[str, Any]:
+    """The keeper's spec, if root may follow it: the file mode 0600 in a root folder (root_folder),
+    never through a link; rclone (``cmd[0]``) root's alone; the log in a root folder. NotRoots or
+    ValueError says why not."""
+    fd = open_root_file(spec_path, os.O_RDONLY, private=True)
+    with os.fdopen(fd, encoding="utf-8") as fh:
+        spec = json.load(fh)
+    if not isinstance(spec, dict) or not isinstance(spec.get("cmd"), list) or not spec["cmd"] \
+            or not all(isinstance(spec.get(k), str) and spec[k] for k in ("mount", "root", "log")):
+        raise ValueError("it lacks mount, root, log or cmd")
+    if os.path.islink(spec["log"]):
+        raise NotRoots(f"its log {spec['log']} is a symbolic link (to {os.readlink(spec['log'])})")
+    rclone = str(spec["cmd"][0])
+    if not os.path.isabs(rclone) or not _root_only(rclone) or not _root_only(os.path.dirname(rclone)):
+        raise NotRoots(f"its rclone {rclone} is not root's alone")
+    os.close(root_folder(os.path.dirname(spec["log"])))
+    return spec
 
 
 def keep(spec_path: str, h: Any) -> int:
-    """The keeper's entry point (inside the host's mount namespace)."""
+    """The keeper's entry point (inside the host's mount namespace). A spec that root must not follow
+    is refused in one line; the keeper then stays down (REFUSED)."""
     try:
-        with open(spec_path, encoding="utf-8") as fh:
-            spec = json.load(fh)
+        spec = read_spec(spec_path)
     except (OSError, ValueError) as exc:
-        print(f"rustfs-vllm: cannot read the mount spec {spec_path}: {exc}", file=sys.stderr, flush=True)
-        time.sleep(10)     # the restart policy tries again; an unmount removes this container
-        return 1
+        print(f"rustfs-vllm: refused the mount spec {spec_path}: {exc}; root reads specs and writes logs only in "
+              "root's own folders (pulumi up writes them again)", file=sys.stderr, flush=True)
+        return REFUSED
     return Keeper(spec, h).run()

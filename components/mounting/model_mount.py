@@ -187,7 +187,9 @@ def mount(env: Mapping[str, str]) -> None:
     if command not in ("mount", "mount2"):
         raise fail_mount(point, f"RV_MOUNT_COMMAND={command!r}: mount or mount2", _remote(env))
     cmd = [rclone, command, f"{env['RV_REMOTE']}:{env['RV_SOURCE']}", point, "--read-only", "--allow-other",
-           "--config", "/dev/null", "--cache-dir", env["RV_CACHE_DIR"], *flags]
+           "--config", "/dev/null", "--cache-dir", env["RV_CACHE_DIR"], *flags,
+           *(sibling("keeper_tool").log_flags(log.path, int(env.get("RV_LOG_MAX_MB") or 0))
+             if log.path != os.devnull else [])]
     deadline = time.monotonic() + wait
     try:
         _start_and_wait(env, point, cmd, log, deadline, expect)

@@ -40,7 +40,9 @@ from argv, so ``ps`` shows no credential:
 - RV_EXPECT: JSON {file: [size, sha256 or ""]} that must be visible, with that content, before
   ``mount`` returns (sha256 is checked for files it is given for); RV_WAIT_SECONDS: how long to
   wait for them (default 60)
-- RV_LOG: rclone's log file
+- RV_LOG: rclone's log file (rclone's --log-file, rotated by rclone above RV_LOG_MAX_MB, default
+  keeper_tool.LOG_MAX_MB, one older file kept); under a keeper it must be in a folder of root's alone
+  (keeper_tool.root_folder: the program puts it in /var/log/rustfs-vllm/<namePrefix>)
 - RV_WARM ("0": off), RV_WARM_SECONDS (default 300): a mount made again over a cache that had the model
   warms it before returning (model_mount.WARM_SECONDS), so `up` replaces the container after it
 - RV_MARKER: file recording the mount's generation RV_GENERATION (written on mount, removed on
@@ -53,8 +55,9 @@ from argv, so ``ps`` shows no credential:
   {key: {"generation": the marker's or null, "state": "live", "dead" or ""}} and changes nothing
 - RV_CACHE_ROOT: the stack's cache folder (mountCacheDir), one rclone --cache-dir per model in it;
   RV_PURGE: "1": cache-down removes the caches (purgeOnDestroy); else it says where they are. A fresh
-  ``<RV_CACHE_ROOT>/.rustfs-vllm-purge`` (written at the start of `pulumi destroy` with purgeOnDestroy as
-  the configuration says then) wins over it, here and in copy-down
+  order (``purge-order``, at the start of `pulumi destroy`, with purgeOnDestroy as the configuration
+  says then; root's, in /var/lib/rustfs-vllm/purge-orders: vfs_cache.order_file) wins over it, here
+  and in copy-down
 
 rclone runs in the foreground under a small supervisor (this file, run as
 ``mount_tool.py rustfs-vllm-mount-supervisor MOUNT RCLONE mount ...`` in its own session): when
@@ -74,7 +77,8 @@ import sys
 from types import SimpleNamespace
 from typing import Any, Callable, Dict, List, Mapping, Sequence, TextIO
 
-USAGE = ("usage: rclone-mount root-up|root-down|mount|unmount|cache-up|cache-down|copy-up|copy-down|mount-states|warm "
+USAGE = ("usage: rclone-mount root-up|root-down|mount|unmount|cache-up|cache-down|copy-up|copy-down|mount-states|warm|"
+         "purge-order "
          "[--env-stdin]")
 # the parts beside this file, in the order they load (each only needs the ones before it); HostTools ships them
 PARTS = ("warm", "tool_base", "mountinfo", "supervisor", "mount_procs", "mount_hints", "mount_root", "model_mount",
@@ -133,11 +137,11 @@ fuse_device, _mount_point_ready = model_mount.fuse_device, model_mount._mount_po
 _ca_flags, _wait_mounted, remove_marker = model_mount._ca_flags, model_mount._wait_mounted, model_mount.remove_marker
 mount_states, warm_now, warm_mount = model_mount.mount_states, model_mount.warm_now, model_mount.warm_mount
 cache_up, cache_down, _size_of = vfs_cache.cache_up, vfs_cache.cache_down, vfs_cache._size_of
-purge_asked = vfs_cache.purge_asked
+purge_asked, purge_order, order_file = vfs_cache.purge_asked, vfs_cache.purge_order, vfs_cache.order_file
 
 ACTIONS: Dict[str, Callable[[Mapping[str, str]], None]] = {
     "root-up": root_up, "root-down": root_down, "mount": mount, "unmount": unmount,
-    "cache-up": cache_up, "cache-down": cache_down, "warm": warm_mount,
+    "cache-up": cache_up, "cache-down": cache_down, "warm": warm_mount, "purge-order": purge_order,
 }
 
 
@@ -165,9 +169,9 @@ def run(action: str, env: Dict[str, str]) -> None:
     if action.startswith("copy-"):
         sibling("copy_tool").run(action, env, SimpleNamespace(**globals()))   # this module's helpers
         return
-    if action.startswith("cache-"):
+    if action.startswith("cache-") or action == "purge-order":
         _need(env, "RV_CACHE_ROOT")
-    if action.startswith("cache-") or action == "warm":
+    if action.startswith("cache-") or action in ("warm", "purge-order"):
         env["RV_ROOT"] = env.get("RV_ROOT") or "/nonexistent"
     _need(env, "RV_ROOT")
     handler = ACTIONS.get(action)

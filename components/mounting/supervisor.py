@@ -18,7 +18,7 @@ import sys
 import time
 from typing import Callable, List, Mapping
 
-from .tool_base import _quiet, sibling, without
+from .tool_base import Fail, _quiet, sibling, without
 
 SUPERVISOR = "rustfs-vllm-mount-supervisor"
 DROPPED_FROM_RCLONE = ("AWS_CA_BUNDLE", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")
@@ -46,7 +46,7 @@ def start_supervisor(mount: str, cmd: List[str], log: str, env: Mapping[str, str
     particular breaks some rclone builds); its output goes to the log, never to our caller, and it
     keeps no other file of ours open."""
     argv = [sys.executable or "python3", TOOL, SUPERVISOR, mount, *cmd]
-    with open(log, "ab") as out:
+    with os.fdopen(os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600), "ab") as out:
         subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, close_fds=True,
                          start_new_session=True, env=without(env, DROPPED_FROM_RCLONE))
 
@@ -59,6 +59,7 @@ def start_keeper(env: Mapping[str, str], point: str, cmd: List[str], log: str) -
     if not image or not name or not spec:
         return ""
     tools = sibling("keeper_tool")
+    os.close(tools.root_folder(os.path.dirname(log)))     # root writes it at every start: root's folder alone
     home, rclone = tools.install(os.path.dirname(TOOL), cmd[0])
     tools.write_spec(spec, {"mount": point, "root": os.path.realpath(env["RV_ROOT"]), "cmd": [rclone, *cmd[1:]],
                             "log": log, "stack": env.get("RV_STACK") or "",
@@ -77,13 +78,19 @@ class Log:
         self.path = path
         parent = os.path.dirname(path)
         if parent:
-            os.makedirs(parent, exist_ok=True)
-        try:
-            with open(path, "ab"):
-                pass
-        except OSError:
-            pass
+            os.makedirs(parent, mode=0o700, exist_ok=True)
+        if path != os.devnull:
+            try:
+                os.close(self.opened(os.O_CREAT))
+            except OSError as exc:
+                link = os.path.islink(path)
+                raise Fail(f"rclone's log {path} " + (f"is a symbolic link (to {os.readlink(path)}): root does not "
+                           "write through it; remove it" if link else f"cannot be opened: {exc.strerror}")) from None
         self.start = self._size()
+
+    def opened(self, flags: int = 0) -> int:
+        """The log opened for append, never through a link planted where it goes."""
+        return os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC | flags, 0o600)
 
     def _size(self) -> int:
         try:
@@ -109,7 +116,7 @@ class Log:
     def append(self, line: str) -> None:
         """One line of ours at the end of the log (best effort: a log that cannot be written is skipped)."""
         try:
-            with open(self.path, "a", encoding="utf-8") as fh:
+            with os.fdopen(self.opened(), "a", encoding="utf-8") as fh:
                 fh.write(line.rstrip("\n") + "\n")
         except OSError:
             pass

@@ -33,6 +33,14 @@ def _remote(env: Mapping[str, str]) -> Optional[str]:
     return env.get("RV_REMOTE") or None
 
 
+def env_stdin(environment: Mapping[str, str]) -> str:
+    """Variables for an action's ``--env-stdin``: ``NAME=<base64 of the value>`` lines (mount_tool.
+    read_env_stdin reads them back), never on a command line (``ps``) nor through SSH Setenv."""
+    import base64
+
+    return "".join(f"{k}={base64.b64encode(str(v).encode()).decode()}\n" for k, v in sorted(environment.items()))
+
+
 def without(env: Mapping[str, str], names: Sequence[str]) -> Dict[str, str]:
     return {k: v for k, v in env.items() if k not in names}
 

@@ -1,6 +1,7 @@
 """The stack's rclone VFS cache folder (RV_CACHE_ROOT, mountCacheDir: one rclone --cache-dir per
 model in it): ``cache-up`` makes it; ``cache-down`` removes what rclone and the local copies made in
-it when RV_PURGE is "1" (purgeOnDestroy), else says where it is and how big.
+it when RV_PURGE is "1" (purgeOnDestroy), else says where it is and how big; ``purge-order`` writes the
+order `pulumi destroy` gives (PURGE_ORDERS), which wins over RV_PURGE while it is fresh.
 
 Standard library only, Python 3.9+, nothing from the ``components`` package: a part of the mount
 tool, shipped with mount_tool.py to remote serving hosts (HostTools). It is loaded as
@@ -9,32 +10,64 @@ tool, shipped with mount_tool.py to remote serving hosts (HostTools). It is load
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import secrets
 import shutil
 import subprocess
 import time
 from typing import Mapping
 
-from .tool_base import _rmdir
+from .tool_base import _rmdir, sibling
 
 # written at the start of `pulumi destroy` (components/providers/purge_order.py): purgeOnDestroy as the
-# configuration says then, which the state's RV_PURGE (the last up's) does not know
-PURGE_ORDER = ".rustfs-vllm-purge"
-PURGE_ORDER_FRESH_S = 6 * 3600       # an order older than this (a destroy that failed long ago) is ignored
+# configuration says then, which the state's RV_PURGE (the last up's) does not know. Root's, in root's own
+# folder (never in the cache folder, which mountCacheDir may put where others write), one per cache folder.
+PURGE_ORDERS = "/var/lib/rustfs-vllm/purge-orders"
+PURGE_ORDER = ".rustfs-vllm-purge"   # where versions before issue 45 wrote it (in the cache folder): removed
+PURGE_ORDER_FRESH_S = 3600           # an order older than this (a destroy that failed long ago) is ignored
+
+
+def order_file(cache_root: str) -> str:
+    """The purge order of ``cache_root`` (mountCacheDir) on its host."""
+    return f"{PURGE_ORDERS}/{hashlib.sha256(cache_root.encode()).hexdigest()[:24]}.json"
+
+
+def write_order(cache_root: str, purge: bool) -> bool:
+    """The order for ``cache_root`` written (when that folder is there: else nothing is cached to
+    tell), under a new random name and renamed, never through a link; was it written?"""
+    if not os.path.isdir(cache_root):
+        return False
+    keeper = sibling("keeper_tool")
+    path = order_file(cache_root)
+    tmp = f"{path}.{secrets.token_hex(8)}.tmp"
+    fd = keeper.open_root_file(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        json.dump({"purge": purge, "at": time.time(), "cache_root": cache_root}, fh)
+    os.replace(tmp, path)
+    return True
 
 
 def purge_asked(env: Mapping[str, str], cache_root: str) -> bool:
-    """purgeOnDestroy for what is under ``cache_root``: the destroy's order when there is a fresh one,
-    else RV_PURGE (the value of the last up)."""
+    """purgeOnDestroy for what is under ``cache_root``: the destroy's order when there is a fresh one
+    (root's, in root's folder, for this very folder), else RV_PURGE (the value of the last up)."""
     try:
-        with open(os.path.join(cache_root, PURGE_ORDER), encoding="utf-8") as fh:
+        fd = sibling("keeper_tool").open_root_file(order_file(cache_root), os.O_RDONLY, private=True)
+        with os.fdopen(fd, encoding="utf-8") as fh:
             order = json.load(fh)
-        if time.time() - float(order["at"]) < PURGE_ORDER_FRESH_S:
+        if time.time() - float(order["at"]) < PURGE_ORDER_FRESH_S and order.get("cache_root") == cache_root:
             return bool(order["purge"])
-    except (OSError, ValueError, KeyError, TypeError):
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
         pass
     return env.get("RV_PURGE", "0") == "1"
+
+
+def purge_order(env: Mapping[str, str]) -> None:
+    """The ``purge-order`` action (a remote host, told by `pulumi destroy`): RV_PURGE for RV_CACHE_ROOT."""
+    root, purge = env["RV_CACHE_ROOT"], env.get("RV_PURGE", "0") == "1"
+    print(f"purgeOnDestroy {str(purge).lower()} for {root}" if write_order(root, purge)
+          else f"no rclone VFS cache at {root}: nothing to tell")
 
 
 def cache_up(env: Mapping[str, str]) -> None:
@@ -75,9 +108,10 @@ def cache_down(env: Mapping[str, str]) -> None:
             os.remove(d.rstrip("/"))
         else:
             shutil.rmtree(d)
-    try:
-        os.remove(os.path.join(root, PURGE_ORDER))
-    except OSError:
-        pass
+    for order in (order_file(root), os.path.join(root, PURGE_ORDER)):
+        try:
+            os.remove(order)
+        except OSError:
+            pass
     _rmdir(root)
     print(f"removed the rclone VFS cache at {root} ({size}), as purgeOnDestroy asks")

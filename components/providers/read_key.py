@@ -26,6 +26,7 @@ The secret is an output of this resource, secret in the state and wherever it fl
 """
 from __future__ import annotations
 
+import os
 import secrets
 from typing import Any, Optional
 
@@ -76,6 +77,10 @@ def free_user(props: dict[str, Any], admin: Any) -> str:
 NAMESPACE = "rustfs-vllm"
 
 
+def STATE_DIR() -> str:  # noqa: N802 - the project's .state (the engine starts providers in the project folder)
+    return os.path.join(os.getcwd(), ".state")
+
+
 class ReadKeyProvider(Provider):
     current: Optional[tuple[str, str]] = None      # the stack's root keys as configured now (configure)
 
@@ -99,6 +104,7 @@ class ReadKeyProvider(Provider):
         admin = admin_api.admin_for(props)
         user, secret = free_user(props, admin), secrets.token_hex(20)
         admin_api.call(props, f"add user {user}", lambda: admin.user_add(user, secret))
+        read_policy.record_made(STATE_DIR(), props["user_base"])
         return CreateResult(user, {**props, "read_access_key": user, "read_secret_key": secret})
 
     def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
@@ -112,6 +118,8 @@ class ReadKeyProvider(Provider):
             found = self._look(id_, {**props, "access_key": self.current[0], "secret_key": self.current[1]})
         if found is False:
             return ReadResult(None, {})
+        if found:
+            read_policy.record_made(STATE_DIR(), props["user_base"])
         return ReadResult(id_, props)   # there, or nobody can tell (the server is lost): nothing to change
 
     def delete(self, id_: str, props: dict[str, Any]) -> None:

@@ -3,7 +3,8 @@
 A `command.local.Command` runs `scripts/wait-ready` (progress lines stream to `pulumi up`), which
 fails with the container's last log lines when the container exits or the timeout passes. Its
 `triggers` hold the container's id, so a replaced container is waited for again; an unchanged one
-is not (nothing runs on a no-change `up`).
+is not (nothing runs on a no-change `up`), unless preview found it not serving (restarting, OOM-killed,
+exited: ``recheck``), so that `up` fails naming the cause while it does not serve.
 """
 from __future__ import annotations
 
@@ -30,6 +31,8 @@ class ReadinessWaitArgs:
     auth: pulumi.Input[str] = ""
     docker_host: str = ""       # the container's Docker daemon when not this machine's (ssh://...)
     ssh_bin: str = ""           # folder whose `ssh` reaches that host (components.ssh.wrapper)
+    recheck: str = ""           # a container that is not serving (components.docker.serving_state): waited for again
+    recheck_id: str = ""        # that container's id (its replacement is waited for anyway: no extra trigger)
 
 
 class ReadinessWait(pulumi.ComponentResource):
@@ -44,6 +47,7 @@ class ReadinessWait(pulumi.ComponentResource):
             f"{name}-wait",
             create=SCRIPT,
             environment=env if isinstance(args.auth, str) and not args.auth else pulumi.Output.secret(env),
-            triggers=[args.container_id],
+            triggers=pulumi.Output.from_input(args.container_id).apply(
+                lambda cid: [cid, args.recheck] if args.recheck and cid == args.recheck_id else [cid]),
             opts=pulumi.ResourceOptions(parent=self))
         self.register_outputs({})

@@ -88,6 +88,10 @@ class VllmServerArgs:
     compile_cache: bool = False                       # vllmCompileCache: a volume for vLLM's and inductor's caches
     weights_dir: Optional[pulumi.Input[str]] = None   # loadFormat local_copy: the host's copy, bound at model_dir
     copy_generation: int = 0                          # a new copy (the old one was lost) needs a new container
+    memory_gib: Optional[float] = None                # models[].memoryGib: the container's memory limit (None: none)
+    recheck: str = ""                                 # the readiness wait's extra trigger: not serving (serving_state)
+    recheck_id: str = ""                              # ... of that container (a new one is waited for anyway)
+    trouble: str = ""                                 # why it is waited for again, for the state output
 
     @property
     def streamed(self) -> bool:
@@ -203,6 +207,9 @@ class VllmServer(pulumi.ComponentResource):
             shm_size=shm_megabytes(args.shm_size),
             gpus=docker_gpus(args.gpus),
             restart=args.restart,
+            # absent when unset (stacks before issue 45: no diff); no swap beyond it
+            **({"memory": memory_megabytes(args.memory_gib), "memory_swap": memory_megabytes(args.memory_gib)}
+               if args.memory_gib else {}),
         ), pulumi.ResourceOptions(parent=self, delete_before_replace=True,
                                   depends_on=opts.depends_on if opts else None))
         host = args.address or ("127.0.0.1" if args.bind_address in ("0.0.0.0", "127.0.0.1") else args.bind_address)
@@ -211,13 +218,23 @@ class VllmServer(pulumi.ComponentResource):
             container_id=self.container.id, container_name=args.container_name,
             url=f"http://{args.address or '127.0.0.1'}:{args.port}/v1/models", contains=f'"{args.served_name}"',
             timeout=args.ready_timeout, docker_host=args.docker_host, ssh_bin=args.ssh_bin,
-            auth=api_key.apply(lambda k: f"Bearer {k}" if k else "") if args.has_api_key else ""),
+            auth=api_key.apply(lambda k: f"Bearer {k}" if k else "") if args.has_api_key else "",
+            recheck=args.recheck, recheck_id=args.recheck_id),
             pulumi.ResourceOptions(parent=self))
+        # what the stack's outputs say of it: serving once its wait passed (an up fails while it does not)
+        trouble = f"serving (answered again at the last up after: {args.trouble})" if args.trouble else "serving"
+        self.state = pulumi.Output.all(self.container.id, self.ready.command.id).apply(
+            lambda v: trouble if v[0] == args.recheck_id else "serving")
         self.base_url = pulumi.Output.from_input(f"http://{host}:{args.port}/v1")
         self.served_name = pulumi.Output.from_input(args.served_name)
         self.container_id = self.container.id
         self.register_outputs({"base_url": self.base_url, "served_name": self.served_name,
                                "container_id": self.container_id})
+
+
+def memory_megabytes(gib: float) -> int:
+    """models[].memoryGib as pulumi-docker's ``memory`` (MiB)."""
+    return max(6, int(gib * 1024))
 
 
 def _compile_cache(name: str, args: VllmServerArgs, parent: pulumi.Resource) -> docker.Volume:

@@ -33,6 +33,25 @@ def user_base(stack: str, bucket: str) -> str:
     return "rvread" + hashlib.sha256(f"{stack}/{bucket}".encode()).hexdigest()[:10]
 
 
+def made_record(state_dir: str, base: str) -> str:
+    """The file that says this project made (or refreshed) a read key of ``base`` (no key in it): the
+    program's note on the scoped default is said only while there is none (this update makes the key)."""
+    return f"{state_dir}/read-keys/{base}"
+
+
+def record_made(state_dir: str, base: str) -> None:
+    """made_record written (best effort: a note, not a state)."""
+    import os
+
+    path = made_record(state_dir, base)
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "a", encoding="utf-8"):
+            pass
+    except OSError:
+        pass
+
+
 def user_name(base: str, tag: str) -> str:
     """One read user: the base and 4 hex of its own (20 characters): each key the stack makes is a user
     of its own, so a replacement (a rotation) makes the new one before the old one goes."""

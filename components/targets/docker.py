@@ -25,13 +25,15 @@ import pulumi
 
 from components.config.spec import StackConfig
 from components.core.target import Keys, S3Side, Served, Store, Target
-from components.docker import preflight
+from components.docker import preflight, serving_state
 from components.docker.host_plan import HostPlan
 from components.core.outputs import router_outputs
 from components.docker.outputs import hosts_outputs, one_host_outputs
 from components.docker.router import Router, RouterArgs
 from components.docker.s3_server import S3Server, S3ServerArgs
+from components.hosts.docker_facts import DockerFacts
 from components.hosts.types import Host, hosts_of
+from components.storage import read_policy
 
 
 class DockerTarget(Target):
@@ -44,6 +46,8 @@ class DockerTarget(Target):
         self.hosts: list[Host] = hosts if hosts is not None else hosts_of(cfg)
         self.on_host: dict[str, HostPlan] = {}
         self.router: Optional[Router] = None
+        self.facts: dict[str, Optional[DockerFacts]] = {}       # each host's Docker, as preflight saw it
+        self.troubles: dict[tuple[str, str], serving_state.Trouble] = {}
 
     @classmethod
     def accepts(cls, cfg: StackConfig) -> bool:
@@ -51,10 +55,17 @@ class DockerTarget(Target):
 
     def preflight(self) -> list[str]:
         """Ports, images, FUSE, TLS, SSH, GPUs, names: what `up` would fail on once started."""
-        problems = preflight.check(self.cfg, preflight.Machines(self.cfg, self.hosts))
+        machines = preflight.Machines(self.cfg, self.hosts)
+        problems = preflight.check(self.cfg, machines)
         if not problems:     # the hosts answered: each says how its mounts are (a lost keeper is mounted again)
             for host in self.hosts:
                 host.look_at_mounts()
+        self.facts = {h.name: machines.seen.get(h.name, machines.seen.get(preflight.here(self.cfg)))
+                      if h.local else machines.seen.get(h.name) for h in self.cfg.hosts}
+        # a model that is not serving (restarting, OOM-killed, exited): said, and waited for again by up
+        self.troubles = serving_state.troubles(self.cfg, self.facts, preflight.here(self.cfg))
+        for trouble in self.troubles.values():
+            pulumi.log.warn(trouble.line)
         return problems
 
     def s3_server(self, owner: pulumi.ComponentResource, keys: Keys) -> S3Side:
@@ -75,7 +86,9 @@ class DockerTarget(Target):
         self._say_read_keys(store)
         served: list[Served] = []
         for host in self.hosts:
-            plan = self.on_host[host.name] = HostPlan(owner, host, self.cfg, store, keys)
+            plan = self.on_host[host.name] = HostPlan(
+                owner, host, self.cfg, store, keys, self.facts.get(host.name),
+                {m: t for (h, m), t in self.troubles.items() if h == host.name})
             served += [Served(model=name, place=None if host.spec.implicit else host.name, name_prefix=host.prefix,
                               base_url=server.base_url, instance=server.container_id, ready=[server.ready])
                        for name, server in plan.servers.items()]
@@ -90,7 +103,8 @@ class DockerTarget(Target):
             return
         deployed = any(os.path.exists(p) for h in self.hosts for m in cfg.models
                        for p in (h.marker_file(m.prefix), h.marker_file(f"{m.prefix}.copy")) if p)
-        if deployed and not cfg.read_keys_given:
+        made = os.path.exists(read_policy.made_record(cfg.state_dir, read_policy.user_base(cfg.stack, cfg.bucket)))
+        if deployed and not cfg.read_keys_given and not made:     # said only while this update makes the key
             pulumi.log.warn("readKeys now defaults to scoped with s3Server rustfs: the serving hosts read the models "
                             "with a read-only key of this stack's prefixes instead of the root keys; this update "
                             "makes that key (ReadKey) and gives it to each model's mount or copy (a mount is "
@@ -123,6 +137,9 @@ class DockerTarget(Target):
         first = self.on_host[self.cfg.hosts[0].name]
         out: dict[str, Any] = {"mount_path": first.mount_root.path}
         out.update(router_outputs(self.cfg, self.router))
+        # per model and host: serving once its readiness wait passed (preview names one that is not)
+        out["model_states"] = {m.name: {h: self.on_host[h].servers[m.name].state for h in m.hosts}
+                               for m in self.cfg.models}
         if self.cfg.hosts[0].implicit:
             return {**out, **one_host_outputs(self.cfg, store, first)}
         return {**out, **hosts_outputs(self.cfg, store, self.on_host)}

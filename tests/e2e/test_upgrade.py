@@ -49,6 +49,12 @@ def endpoint_outputs(after: dict) -> dict:
     return after
 
 
+def root_paths(load_format: str) -> set[tuple[str, str]]:
+    """Issue 45: rclone's log moves to root's /var/log/rustfs-vllm, and a keeper runs its image by digest: an
+    update of the model's mount (remounted) or copy command (its log only)."""
+    return {("update", f"{'copy' if load_format == 'local_copy' else 'mount'}-{PREFIX}-command")}
+
+
 def keeper_changes(load_format: str) -> set[tuple[str, str]]:
     return {("create", "rclone-image"), ("update", f"mount-{PREFIX}-command")} if load_format == "mount" else set()
 
@@ -237,7 +243,8 @@ def test_a_stack_made_before_the_core_previews_and_ups_with_only_the_hardening(t
         assert (app / "components" / "core" / "plan.py").exists(), "the new code is in place"
         holder = f"{'copy' if load_format == 'local_copy' else 'mount'}-{PREFIX}-command"
         changed = set(changes(stack))
-        expected = read_key_changes(holder) | HARDENING | keeper_changes(load_format) | POLICY_FACTS | ROUTER
+        expected = read_key_changes(holder) | HARDENING | keeper_changes(load_format) | POLICY_FACTS | ROUTER | \
+            root_paths(load_format)
         # else every resource the same; the CPU container's replacement (nobind) and what follows it
         assert expected <= changed and changed - expected <= NOBIND, changed
         assert ("replace", f"vllm-{PREFIX}-container") in changed or \
@@ -291,7 +298,8 @@ def test_a_stack_with_a_balancer_port_moves_to_the_one_endpoint(tmp_path):
         new_code(stack, app)
         changed = changes(stack)
         moved = {(op, name) for op, name in changed if not name.startswith(("balancer", "router"))}
-        assert moved == {("update", "rustfs-vllm")}, changed          # the policy facts name the router's image
+        # the policy facts name the router's image; the mount's log and keeper image move (issue 45)
+        assert moved == {("update", "rustfs-vllm")} | root_paths("mount"), changed
         assert {name for op, name in changed if op == "delete"} == {
             "balancer", "balancer-image", "balancer-container", f"balancer-{entry}-ready", f"balancer-{entry}-ready-wait"}, changed
         assert {name for op, name in changed if op == "create"} == {

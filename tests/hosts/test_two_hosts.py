@@ -16,8 +16,9 @@ One model ("both") on hosts a and b, one ("one") on host a only. Steps, on one s
   point (only requests in flight on b fail; b comes back by its restart policy) -> host b restarts
   (engine, mounts, rclone: it serves again with no pulumi run) -> host b down: the model's entry point (nginx on
   this machine) keeps answering from a, preview and up fail naming it,
-  destroy cleans host a and fails for b -> b back: destroy ends with no container or mount on any
-  host, every object kept.
+  destroy cleans host a and fails for b -> b back: destroy with purgeOnDestroy set right before it ends
+  with no container or mount on any host, each host's VFS cache and the models' objects removed.
+  Between: host b's check of its mounts fails -> one warning, nothing mounted again.
 """
 from __future__ import annotations
 
@@ -226,6 +227,18 @@ def test_two_hosts(env):
     assert on_host("a", f"docker inspect -f '{{{{.State.Running}}}}' {env['prefix']}-mount-one").strip() == "true"
     stack.run("preview", "--refresh", "--expect-no-changes", label="preview_refresh_after_keeper_mended")
 
+    # 5e. host b's check of its mounts fails (its mount tool cannot run): one warning naming the host and the
+    #     exit status; its mounts count as unknown: nothing is mounted again (the plan stays empty)
+    tool = f"/var/lib/rustfs-vllm/{env['prefix']}/rclone-mount"
+    on_host("b", f"chmod a-x {tool}")
+    try:
+        proc = stack.run("preview", "--expect-no-changes", label="preview_mount_check_fails")
+    finally:
+        on_host("b", f"chmod 0755 {tool}")
+    warned = [ln for ln in (proc.stdout + proc.stderr).splitlines() if "the check of its mounts failed" in ln]
+    assert len(warned) == 1 and "host b:" in warned[0] and "exit status 126" in warned[0], proc.stdout[-3000:]
+    env["timings"]["mount_check_failed_warning"] = warned[0].strip()
+
     # 6. host b goes down (sshd, Docker and mounts gone): preview and up stop before changing
     #    anything, naming the host; destroy removes what it can on host a and fails for b's resources;
     #    once b is back, destroy finishes.
@@ -254,13 +267,24 @@ def test_two_hosts(env):
     env["timings"]["left_after_destroy_host_down"] = left
     sim("up", "b", HOSTS["b"])
 
-    # 7. destroy: no container or mount on any host; every object still in the bucket
-    stack.run("destroy", "--yes", "--skip-preview", label="destroy")
+    # 7. destroy with purgeOnDestroy set right before it (issue 45): no container or mount on any host, each
+    #    host's VFS cache removed (told over SSH by the purge order, root's on the host), the models' objects
+    #    removed as asked
+    caches = {r["outputs"]["host"]: r["outputs"]["cache_root"] for r in stack.state()["deployment"]["resources"]
+              if r["type"].endswith("PurgeOrder")}
+    assert set(caches) == set(HOSTS), caches
+    for h, root in caches.items():
+        assert on_host(h, f"du -sk {root} | cut -f1").strip() not in ("", "0"), (h, root)   # the VFS cache is there
+    stack.set("purgeOnDestroy", "true")
+    stack.run("destroy", "--yes", "--skip-preview", label="destroy_purge")
     for h in HOSTS:
         assert containers(h, stack.name) == {}, h
         assert rclone_mounts(h) == [], h
         assert on_host(h, f"ls -A /var/lib/rustfs-vllm/{env['prefix']} 2>/dev/null || true").strip() == ""
-    assert s3_under_test.volume_objects(env["volume"]) == stored
+        assert on_host(h, f"test -e {caches[h]} && echo left || echo gone").strip() == "gone", (h, caches[h])
+    left = s3_under_test.volume_objects(env["volume"])
+    assert not [k for k in left if k.split("/")[1:2] in (["both"], ["one"])], sorted(left)[:10]
+    env["timings"]["purge_on_ssh_hosts"] = {"caches_removed": sorted(caches.values()), "objects_left": len(left)}
 
 
 def _read_key_on_hosts(env: dict, models: dict[str, set[str]]) -> dict:

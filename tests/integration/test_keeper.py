@@ -1,13 +1,15 @@
 """The mount keepers (issue 37), on the real Docker engine, real rclone over real FUSE and an S3 server
 (`rclone serve s3`): a keeper runs from rcloneImage with the least it needs and runs what the mount
 action installed root-owned outside the checkout; a failed mount leaves no spec (it holds the keys);
-a keeper whose rclone cannot mount backs off, exits so that Docker's restart policy shows it, and
-keeps its log bounded. The spec and the log's small parts are checked without Docker."""
+a keeper whose rclone cannot mount backs off, gives up and stays down with its last error in sight;
+root follows no link planted where a spec or a log goes (issue 45); rclone's log stays bounded under
+a chatty mount. The spec and the log's small parts are checked without Docker."""
 from __future__ import annotations
 
 import json
 import os
 import secrets
+import shutil
 import stat
 import subprocess
 import time
@@ -16,7 +18,7 @@ from pathlib import Path
 import docker
 import pytest
 
-from components.mounting import keeper_tool, mount_tool
+from components.mounting import keeper_tool, mount_tool, vfs_cache
 from tests.helpers import keeper_privileges
 from tests.integration.mounting import SCRIPT, WEIGHTS, mount_env
 
@@ -52,11 +54,22 @@ def keeper_env(s3_server, tmp_path):
     name = f"rv-itest-keeper-{secrets.token_hex(3)}"
     env = mount_env(s3_server, root, tmp_path, RV_KEEPER_IMAGE=RCLONE_IMAGE, RV_KEEPER_NAME=name,
                     RV_SPEC=f"/var/lib/rustfs-vllm/itest/mounts/{name}.keeper.json", RV_STACK=name,
-                    RV_SPEC_BEFORE=str(tmp_path / "old.keeper.json"))
+                    RV_SPEC_BEFORE=str(tmp_path / "old.keeper.json"),
+                    RV_LOG=f"{keeper_tool.LOGS_HOME}/{name}/rclone-m1.log")
     yield env
     action("unmount", env)
     action("root-down", {"RV_ROOT": str(root)})
     subprocess.run(["docker", "rm", "-f", name], capture_output=True, check=False)
+    shutil.rmtree(os.path.dirname(env["RV_LOG"]), ignore_errors=True)
+
+
+@pytest.fixture
+def root_dir():
+    """A folder of root's alone under /var/lib/rustfs-vllm (removed after)."""
+    path = Path(f"/var/lib/rustfs-vllm/itest-{secrets.token_hex(3)}")
+    os.close(keeper_tool.root_folder(str(path)))
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
 
 
 @needs_image
@@ -124,55 +137,154 @@ def test_a_failed_mount_leaves_no_spec_and_no_keeper(keeper_env):
     assert not docker.from_env().containers.list(all=True, filters={"name": env["RV_KEEPER_NAME"]})
 
 
+def _keeper_argv(home: str, point: str, spec: str) -> list[str]:
+    return [keeper_tool.host_python(), "-I", "-B", os.path.join(home, "mount_tool.py"),
+            "rustfs-vllm-mount-supervisor", point, "--keep", spec]
+
+
+def _installed() -> tuple[str, str]:
+    return keeper_tool.install(os.path.dirname(keeper_tool.__file__),
+                               subprocess.run(["which", "rclone"], capture_output=True, text=True).stdout.strip())
+
+
+def _logs(name: str) -> str:
+    return subprocess.run(["docker", "logs", name], capture_output=True, text=True).stderr
+
+
+STAYS_DOWN_S = 300     # issue 45: a keeper that gave up is not started again for at least this long
+
+
 @needs_image
-def test_a_keeper_that_cannot_mount_backs_off_exits_and_keeps_its_log_small(tmp_path):
-    """rclone fails at once every time (its remote has no configuration): the keeper waits 2, 4, 8, 16
-    and 32 s between attempts, exits with status 1 after the sixth, and Docker's restart policy starts
-    it again (RestartCount); its log stays small."""
+def test_a_keeper_that_cannot_mount_gives_up_and_stays_down(root_dir):
+    """rclone fails at once every time (its remote has no configuration): the keeper waits 2, 4, 8, 16 and
+    32 s between attempts, gives up after the sixth with rclone's own last error, exits 0, and the restart
+    policy (on-failure) leaves it down: no new start for 5 minutes. The failures' log stays small."""
     name = f"rv-itest-keeper-{secrets.token_hex(3)}"
     point = f"/mnt/{name}/m"
-    log = tmp_path / "rclone.log"
-    spec = f"/var/lib/rustfs-vllm/itest/mounts/{name}.keeper.json"
-    tool_dir = os.path.dirname(keeper_tool.__file__)
-    home, rclone = keeper_tool.install(tool_dir, subprocess.run(["which", "rclone"], capture_output=True,
-                                                                text=True).stdout.strip())
+    log = Path(keeper_tool.LOGS_HOME) / name / "rclone.log"
+    spec = str(root_dir / f"{name}.keeper.json")
+    home, rclone = _installed()
     keeper_tool.write_spec(spec, {"mount": point, "root": f"/mnt/{name}", "log": str(log), "stack": name,
-                                  "cmd": [rclone, "mount", "NOSUCHREMOTE:models/m", point, "--config", "/dev/null"],
-                                  "env": {}})
-    argv = [keeper_tool.host_python(), "-I", "-B", os.path.join(home, "mount_tool.py"),
-            "rustfs-vllm-mount-supervisor", point, "--keep", spec]
+                                  "cmd": [rclone, "mount", "NOSUCH:models/m", point, "--config", "/dev/null",
+                                          *keeper_tool.log_flags(str(log))], "env": {}})
     started = time.monotonic()
     try:
-        keeper_tool.start_keeper(name, RCLONE_IMAGE, point, name, argv)
+        keeper_tool.start_keeper(name, RCLONE_IMAGE, point, name, _keeper_argv(home, point, spec))
         api = docker.APIClient()
         while time.monotonic() - started < 150:
             state = api.inspect_container(name)
-            if state["RestartCount"] >= 1:
+            if not state["State"]["Running"]:
                 break
             time.sleep(1)
         took = time.monotonic() - started
         text = log.read_text()
-        assert state["RestartCount"] >= 1, text
+        assert not state["State"]["Running"] and state["State"]["ExitCode"] == 0, (state["State"], text[-2000:])
         waits = [int(w) for w in __import__("re").findall(r"mounting again in (\d+) s", text)]
-        assert waits[:5] == [2, 4, 8, 16, 32], waits
-        assert "6 failures in a row: the keeper exits" in text, text[-2000:]
+        assert waits == [2, 4, 8, 16, 32], waits
+        [last] = [ln for ln in _logs(name).splitlines() if "gave up" in ln]
+        assert f"gave up keeping {point} after 6 failures in a row; last error: " in last, last
+        assert "NOSUCH" in last and "pulumi up" in last, last     # rclone's own words, and what to do
         assert 60 <= took <= 150, took
+        first_start = state["State"]["StartedAt"]
+        time.sleep(max(0.0, STAYS_DOWN_S - (time.monotonic() - started - took)))
+        after = api.inspect_container(name)
+        assert not after["State"]["Running"] and after["RestartCount"] == 0, after["State"]
+        assert after["State"]["StartedAt"] == first_start, "the keeper was started again"
+        assert keeper_tool.keeper_trouble(name) and "gave up" in keeper_tool.keeper_trouble(name)
         assert log.stat().st_size < 64 * 1024, log.stat().st_size
         RESULTS.parent.mkdir(exist_ok=True)
-        RESULTS.write_text(json.dumps({"waits": waits[:5], "attempts": 6, "took_s": round(took, 1),
+        RESULTS.write_text(json.dumps({"waits": waits, "attempts": 6, "gave_up_after_s": round(took, 1),
+                                       "down_for_s": round(time.monotonic() - started - took, 1),
+                                       "restart_count": after["RestartCount"], "last_line": last,
                                        "log_bytes": log.stat().st_size}))
     finally:
         subprocess.run(["docker", "rm", "-f", name], capture_output=True, check=False)
         keeper_tool.remove_spec(spec)
-        subprocess.run(["rm", "-rf", f"/mnt/{name}"], check=False)
+        subprocess.run(["rm", "-rf", f"/mnt/{name}", str(log.parent)], check=False)
+
+
+@needs_image
+def test_root_follows_no_link_planted_where_a_spec_or_a_log_goes(root_dir, tmp_path):
+    """A keeper given a spec that is a link, or a spec whose log is a link, refuses it in one line and
+    stays down; the links' targets are untouched. The mount action refuses a linked log the same way."""
+    home, rclone = _installed()
+    victim = tmp_path / "victim"
+    victim.write_text("keep me")
+    name = f"rv-itest-keeper-{secrets.token_hex(3)}"
+    point = f"/mnt/{name}/m"
+    logs = Path(keeper_tool.LOGS_HOME) / name
+    good = {"mount": point, "root": f"/mnt/{name}", "log": str(logs / "rclone.log"), "stack": name,
+            "cmd": [rclone, "mount", "NOSUCH:models/m", point, "--config", "/dev/null"], "env": {}}
+    users_spec = tmp_path / "users.keeper.json"          # a spec of the checkout's owner's making
+    users_spec.write_text(json.dumps(good))
+    users_spec.chmod(0o600)
+    cases = {
+        "spec": (lambda spec: os.symlink(users_spec, spec), "is a symbolic link"),
+        "log": (lambda spec: (keeper_tool.write_spec(spec, good), os.close(keeper_tool.root_folder(str(logs))),
+                              os.symlink(victim, logs / "rclone.log")), "is a symbolic link"),
+        "loose spec": (lambda spec: (keeper_tool.write_spec(spec, good), os.chmod(spec, 0o644)), "not 0600"),
+    }
+    try:
+        for case, (plant, why) in cases.items():
+            spec = str(root_dir / f"{case.replace(' ', '-')}.keeper.json")
+            plant(spec)
+            keeper_tool.start_keeper(name, RCLONE_IMAGE, point, name, _keeper_argv(home, point, spec))
+            deadline = time.monotonic() + 30
+            while docker.APIClient().inspect_container(name)["State"]["Running"] and time.monotonic() < deadline:
+                time.sleep(0.5)
+            state = docker.APIClient().inspect_container(name)["State"]
+            lines = [ln for ln in _logs(name).splitlines() if ln.strip()]
+            assert not state["Running"] and state["ExitCode"] == 0, (case, state)
+            assert len(lines) == 1 and "refused the mount spec" in lines[0] and why in lines[0], (case, lines)
+            assert victim.read_text() == "keep me", case
+            assert not os.path.ismount(point), case
+            os.remove(spec) if os.path.lexists(spec) else None
+            if (logs / "rclone.log").is_symlink():
+                os.remove(logs / "rclone.log")
+        # the mount action's own log: a link planted there is refused in one line, its target untouched
+        os.symlink(victim, logs / "action.log")
+        done = action("mount", {"RV_ROOT": f"/mnt/{name}", "RV_MOUNT": point, "RV_REMOTE": "X",
+                                "RV_SOURCE": "models/m", "RV_CACHE_DIR": str(tmp_path / "c"),
+                                "RV_LOG": str(logs / "action.log")})
+        assert done.returncode != 0 and "is a symbolic link" in done.stderr and "Traceback" not in done.stderr, \
+            done.stderr
+        assert len(done.stderr.strip().splitlines()) == 1 and victim.read_text() == "keep me"
+    finally:
+        subprocess.run(["docker", "rm", "-f", name], capture_output=True, check=False)
+        subprocess.run(["rm", "-rf", f"/mnt/{name}", str(logs)], check=False)
+
+
+@needs_image
+def test_a_chatty_mount_keeps_its_log_under_its_bound(keeper_env):
+    """rclone at -vv logs every FUSE call: a mount read in a loop writes far more than the bound, and
+    rclone's own rotation (log_flags, in MiB) keeps the log and its one older file under it."""
+    env = {**keeper_env, "RV_FLAGS": "-vv"}
+    flags = keeper_tool.log_flags(env["RV_LOG"])
+    assert flags[flags.index("--log-file-max-size") + 1] == f"{keeper_tool.LOG_MAX_MB}M"
+    done = action("mount", {**env, "RV_LOG_MAX_MB": "1"})     # the bound in MiB (rclone's unit)
+    assert done.returncode == 0, done.stderr
+    folder = Path(env["RV_LOG"]).parent
+    written, started = 0, time.monotonic()
+    while time.monotonic() - started < 120:
+        for _ in range(200):
+            (Path(env["RV_MOUNT"]) / "config.json").read_bytes()
+            os.listdir(env["RV_MOUNT"])
+        files = list(folder.iterdir())
+        written = max(written, sum(f.stat().st_size for f in files))
+        if len(files) >= 2 and sum(f.stat().st_size for f in files) > 1.2 * 2**20:
+            break
+    files = {f.name: f.stat().st_size for f in folder.iterdir()}
+    assert len(files) == 2, files                      # the log and rclone's one older file: it did rotate
+    assert max(files.values()) <= 1.1 * 2**20 and sum(files.values()) <= 2.2 * 2**20, files
+    assert sum(files.values()) > 1.2 * 2**20, files   # more than the bound was written
 
 
 # --------------------------------------------------------------------------- without Docker
-def test_the_spec_never_follows_a_link_planted_where_it_goes(tmp_path):
+def test_the_spec_never_follows_a_link_planted_where_it_goes(tmp_path, root_dir):
     victim = tmp_path / "victim"
     victim.write_text("keep me")
-    spec = tmp_path / "mounts" / "x.keeper.json"
-    spec.parent.mkdir()
+    spec = root_dir / "mounts" / "x.keeper.json"
+    os.close(keeper_tool.root_folder(str(spec.parent)))
     spec.symlink_to(victim)
     keeper_tool.write_spec(str(spec), {"env": {"K": "secret"}})
     assert victim.read_text() == "keep me"
@@ -181,15 +293,47 @@ def test_the_spec_never_follows_a_link_planted_where_it_goes(tmp_path):
     assert [p.name for p in spec.parent.iterdir() if p.name.endswith(".tmp")] == []
 
 
-def test_the_log_is_rotated_above_its_bound(tmp_path, monkeypatch):
+def test_root_uses_only_folders_that_root_alone_can_change(tmp_path, root_dir):
+    """root_folder: every folder above root's and not writable by others, the folder itself root's 0700,
+    no link anywhere on the way; each refusal names the folder and why."""
+    with pytest.raises(keeper_tool.NotRoots, match="/tmp has mode 1777 .others can write it"):
+        keeper_tool.root_folder(str(tmp_path / "logs"))
+    made = root_dir / "made"
+    os.close(keeper_tool.root_folder(str(made)))
+    assert stat.S_IMODE(made.stat().st_mode) == 0o700 and made.stat().st_uid == 0
+    os.chmod(made, 0o755)
+    with pytest.raises(keeper_tool.NotRoots, match=f"{made} has mode 0755 .not 0700"):
+        keeper_tool.root_folder(str(made))
+    os.chmod(made, 0o700)
+    os.chown(made, 1000, -1)
+    with pytest.raises(keeper_tool.NotRoots, match=f"{made} is owned by uid 1000, not root"):
+        keeper_tool.root_folder(str(made))
+    (root_dir / "link").symlink_to(tmp_path)
+    with pytest.raises(keeper_tool.NotRoots, match=f"{root_dir / 'link'} is a symbolic link"):
+        keeper_tool.root_folder(str(root_dir / "link" / "logs"))
+    assert not (tmp_path / "logs").exists()
+    # a file: never through a link, root's, one link, and (a spec) mode 0600
+    ok = root_dir / "ok"
+    os.close(keeper_tool.root_folder(str(ok)))
+    (ok / "f").write_text("x")
+    (ok / "hard").hardlink_to(ok / "f")
+    with pytest.raises(keeper_tool.NotRoots, match="2 links"):
+        keeper_tool.open_root_file(str(ok / "hard"), os.O_RDONLY)
+    (ok / "l").symlink_to(tmp_path / "victim")
+    with pytest.raises(keeper_tool.NotRoots, match="is a symbolic link"):
+        keeper_tool.open_root_file(str(ok / "l"), os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+    assert not (tmp_path / "victim").exists()
+
+
+def test_the_log_is_rotated_above_its_bound(root_dir, monkeypatch):
     monkeypatch.setattr(keeper_tool, "LOG_MAX_BYTES", 1000)
-    log = tmp_path / "rclone.log"
+    log = root_dir / "rclone.log"
     log.write_bytes(b"x" * 999)
     keeper_tool.rotate_log(str(log))
     assert log.stat().st_size == 999
     log.write_bytes(b"y" * 1001)
     keeper_tool.rotate_log(str(log))
-    assert not log.exists() and (tmp_path / "rclone.log.1").read_bytes() == b"y" * 1001
+    assert not log.exists() and (root_dir / "rclone.log.1").read_bytes() == b"y" * 1001
 
 
 def test_tools_are_not_installed_where_others_can_write(tmp_path, monkeypatch):
@@ -209,3 +353,27 @@ def test_tools_are_not_installed_where_others_can_write(tmp_path, monkeypatch):
     Path(tools, "mount_tool.py").write_text("import os; os.system('id')\n")
     assert keeper_tool.install(os.path.dirname(keeper_tool.__file__), str(rclone))[0] == tools
     assert "os.system" not in Path(tools, "mount_tool.py").read_text()
+
+
+def test_the_purge_order_is_root_s_and_never_read_or_written_through_a_link(tmp_path):
+    """Issue 45: destroy's purge order lives in root's /var/lib/rustfs-vllm/purge-orders, one per cache
+    folder; a link planted where it goes is neither followed when it is written nor believed when read."""
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    order = Path(vfs_cache.order_file(str(cache)))
+    victim = tmp_path / "victim"
+    victim.write_text(json.dumps({"purge": True, "at": time.time(), "cache_root": str(cache)}))
+    try:
+        os.close(keeper_tool.root_folder(str(order.parent)))
+        order.symlink_to(victim)
+        assert vfs_cache.purge_asked({"RV_PURGE": "0"}, str(cache)) is False, "a linked order was believed"
+        assert vfs_cache.write_order(str(cache), False)
+        assert json.loads(victim.read_text())["purge"] is True, "the link's target was written"
+        assert not order.is_symlink() and stat.S_IMODE(order.stat().st_mode) == 0o600
+        assert vfs_cache.purge_asked({"RV_PURGE": "1"}, str(cache)) is False          # the order wins
+        assert vfs_cache.purge_asked({"RV_PURGE": "1"}, str(tmp_path / "other")) is True   # not its folder
+        stale = json.loads(order.read_text()) | {"at": time.time() - vfs_cache.PURGE_ORDER_FRESH_S - 1}
+        order.write_text(json.dumps(stale))
+        assert vfs_cache.purge_asked({"RV_PURGE": "1"}, str(cache)) is True             # too old: ignored
+    finally:
+        order.unlink(missing_ok=True)

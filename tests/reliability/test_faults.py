@@ -25,6 +25,7 @@ import docker
 import pytest
 from openai import OpenAI
 
+from components.mounting.keeper_tool import LOGS_HOME
 from components.storage import owners
 from tests import s3_under_test
 from tests.helpers import ROOT, alive_of, descendants, free_port, kill_mount_keeper
@@ -269,7 +270,7 @@ def test_no_credential_in_state_ps_logs_outputs_inspect_or_rclone_files(world):
         "docker inspect": json.dumps([c.attrs for c in docker.from_env().containers.list(
             filters={"label": f"rustfs-vllm.stack={world.stack.name}"})]),
         "rclone logs": "\n".join(p.read_text(errors="replace") for p in
-                                  (ROOT / ".state" / "logs").glob(f"rclone-{world.stack.name}-*.log")),
+                                  Path(LOGS_HOME, world.stack.name).glob(f"rclone-{world.stack.name}-*")),
         "config file": (ROOT / f"Pulumi.{world.stack.name}.yaml").read_text(),
         # the provider host's tracebacks (the S3 server killed mid-upload, above, wrote one)
         "providers.log": (ROOT / ".state" / "logs" / "providers.log").read_text(errors="replace"),
@@ -277,7 +278,7 @@ def test_no_credential_in_state_ps_logs_outputs_inspect_or_rclone_files(world):
     for where, text in places.items():
         for cred in creds:
             assert cred not in text, f"a credential appears in {where}"
-    assert "rclone mount" in places["ps during up"]
+    assert "rclone mount" in places["ps during up"] and places["rclone logs"]
     # the one file on the host that holds the keys: the mount keeper's spec, root's and mode 0600, outside
     # the checkout (root runs what it says at every keeper start); none left where older versions kept it
     specs = list(Path("/var/lib/rustfs-vllm", world.stack.name, "mounts").glob(f"{world.stack.name}-*.keeper.json"))
@@ -323,6 +324,42 @@ def test_rclone_dies_the_supervisor_mounts_again_and_preview_notices_a_dead_supe
     record("rclone killed", f"its keeper mounted again in {took} s, the same vLLM container read through "
            "it, the plan stayed empty; with the keeper removed too, preview showed only that mount "
            "replaced (not alive), up mounted again, vLLM kept serving without a replacement")
+
+
+def test_a_keeper_that_gives_up_stays_down_and_preview_names_it(world):
+    """Issue 45: a keeper whose rclone cannot mount (a file left in the mount point: rclone refuses a
+    folder that is not empty) gives up after its bounded tries and stays down (no restart); preview
+    names the mount with rclone's last error and plans that mount again; once the file is gone, `up`
+    mounts it and vLLM serves through it again, and the plan is empty."""
+    mnt = f"{world.mount}/{PREFIX}"
+    [keeper] = docker.from_env().containers.list(all=True, filters={"label": f"rustfs-vllm.mount={mnt}"})
+    keeper.stop(timeout=20)                              # a person's stop: unmounted, never restarted
+    blocker = Path(mnt, "left-here")
+    blocker.write_text("a file where the mount goes")
+    started = time.monotonic()
+    keeper.start()
+    while time.monotonic() - started < 180:
+        keeper.reload()
+        if keeper.attrs["State"]["Status"] == "exited":
+            break
+        time.sleep(1)
+    gave_up = round(time.monotonic() - started, 1)
+    assert keeper.attrs["State"]["Status"] == "exited" and keeper.attrs["State"]["ExitCode"] == 0, keeper.attrs["State"]
+    time.sleep(10)
+    keeper.reload()
+    assert keeper.attrs["State"]["Status"] == "exited" and keeper.attrs["RestartCount"] == 0, "Docker restarted it"
+    proc = world.stack.run("preview", "--refresh", "--json")
+    steps = {s["urn"].split("::")[-1]: s["op"] for s in json.loads(proc.stdout)["steps"] if s["op"] != "same"}
+    assert steps == {f"mount-{PREFIX}-command": "replace"}, steps
+    said = [ln for ln in (proc.stdout + proc.stderr).replace("\\n", "\n").splitlines() if "is not alive" in ln]
+    assert said and f"{keeper.name} is down" in said[0] and "gave up keeping" in said[0], said
+    assert "is not empty" in said[0], said                         # rclone's own last error
+    blocker.unlink()                                               # the cause is gone
+    world.stack.run("up", "--yes", "--skip-preview", label="up_after_keeper_gave_up")
+    assert world.complete()
+    world.stack.run("preview", "--expect-no-changes")
+    record("a keeper that cannot mount", f"gave up after {gave_up} s (6 tries) and stayed down (exit 0, no "
+           "restart); preview named the mount with rclone's last error; up mended it once the cause was gone")
 
 
 def test_vllm_killed_restart_policy_brings_it_back(world):

@@ -159,7 +159,7 @@ def test_1_both_models_serve(world):
     world["stack"].run("up", "--yes", "--skip-preview")
     assert answers(world, "a") and answers(world, "b")
     keeper = docker.from_env().containers.get(f"{world['prefix']}-mount-smollm2-a")
-    assert keeper.attrs["HostConfig"]["RestartPolicy"]["Name"] == "unless-stopped"
+    assert keeper.attrs["HostConfig"]["RestartPolicy"]["Name"] == "on-failure"
     assert not any("SECRET" in e or "ACCESS" in e for e in keeper.attrs["Config"]["Env"] or [])
     _results["keeper (docker inspect)"] = keeper_privileges(keeper.attrs, VLLM_IMAGE, RCLONE_IMAGE)
 

@@ -26,7 +26,9 @@ RULES = {"no-default-credentials": "rustfsAccessKey/rustfsSecretKey: production 
          "scoped-read-keys": "readKeys: 'shared' on production stack",
          "api-key-when-exposed": "bindAddress: '0.0.0.0' on production stack",
          "no-dev-environment": "environment: 'dev' on production stack",
-         "pinned-images": f"vllmImage: '{UNPINNED}' on production stack"}
+         "pinned-images": f"vllmImage: '{UNPINNED}' on production stack",
+         # issue 45: the keepers' image (rcloneImage's default, a local build named by tag) is not pinned by digest
+         "mount-image-by-digest": "rcloneImage: 'rustfs-vllm/rclone-mount:1.75.2' on production stack"}
 
 
 @pytest.fixture

@@ -75,7 +75,7 @@ def test_stacks_without_hosts_keep_every_urn_and_input(stack, tmp_path):
     # the root Stack resource is registered once per test process, by whichever test runs first
     before = {u: v for u, v in before.items() if "::pulumi:pulumi:Stack::" not in u}
     now = {u: v for u, v in now.items() if "::pulumi:pulumi:Stack::" not in u}
-    now = without_router(without_issue_38(without_issue_37(without_restart_healing(without_compile_cache(now)))))
+    now = without_issue_45(without_router(without_issue_38(without_issue_37(without_restart_healing(without_compile_cache(now))))))
     # stripping RV_MODEL_DIR leaves [] where the stack had [] or no envs: what is compared is the rest
     before = {u: {k: v for k, v in i.items() if not (k == "envs" and v == [])} for u, i in before.items()}
     now = {u: {k: v for k, v in i.items() if not (k == "envs" and v == [])} for u, i in now.items()}
@@ -143,6 +143,14 @@ def without_router(graph: dict[str, dict]) -> dict[str, dict]:
     """The graph less what issue 44 adds: the stack's one endpoint (the Router component, its image, its two
     containers and its routes command), created beside everything else."""
     return {u: i for u, i in graph.items() if "rustfs-vllm:serving:Router" not in u}
+
+
+def without_issue_45(graph: dict[str, dict]) -> dict[str, dict]:
+    """The graph with rclone's logs where they were before issue 45 (in the checkout's .state/logs; now root's
+    /var/log/rustfs-vllm/<namePrefix>: an update of each mount's command, which mounts it again)."""
+    text = json.dumps(graph)
+    text = re.sub(r'"/var/log/rustfs-vllm/[^/"]+/(rclone-[^"]+\.log)"', r'"<root>/.state/logs/\1"', text)
+    return json.loads(text)
 
 
 def without_issue_38(graph: dict[str, dict]) -> dict[str, dict]:
@@ -256,7 +264,7 @@ def test_remote_mounts_follow_the_hosts_tools(multi):
     env = {k: base64.b64decode(v).decode() for k, v in env.items()}
     assert env["RV_ROOT"] == "/mnt/models" and env["RV_MOUNT"] == "/mnt/models/both"
     assert env["RCLONE_CONFIG_RVLLM_MULTI_ENDPOINT"] == "http://10.0.0.5:9000"
-    assert env["RV_LOG"].startswith("/var/lib/rustfs-vllm/rvllm-multi/logs/")
+    assert env["RV_LOG"].startswith("/var/log/rustfs-vllm/rvllm-multi/")
 
 
 def test_a_remote_mount_reads_the_ca_bundle_the_hosts_tools_put_there(tmp_path, monkeypatch):
@@ -419,3 +427,26 @@ def test_router_settings_are_checked_at_preview(tmp_path):
     found = problems(raw)      # the router takes 9000 (routerPort+1): the S3 server's port on this machine
     assert any(p.startswith("rustfs-vllm:routerPort = 8999 is invalid: a port whose next two are free too") and
                "9000" in p for p in found), found
+
+
+def test_a_failed_mount_check_counts_as_unknown_never_as_fine(tmp_path):
+    """Issue 45: `mount-states` on an SSH host (here a real shell standing in for ``ssh host``): an answer is
+    kept; a check that fails (exit status other than ssh's 255) is "failed" with its status and last line,
+    the mounts taken from the last answer as live (no remount); a host without our tools has no mounts."""
+    from components.hosts import remote_mounts
+    from components.mounting.tool_base import env_stdin
+
+    seen = str(tmp_path / "seen.json")
+    mounts = {"m": {"marker": "/x/m.json", "mount": "/mnt/m"}}
+
+    def look(script: str) -> dict:
+        return remote_mounts.look(["sh", "-c", script, "ssh"], "/tools", mounts, seen, env_stdin)
+
+    assert look("""echo '{"m": {"generation": 3, "state": "live"}}'""") == {
+        "mounts": {"m": {"generation": 3, "state": "live"}}}
+    failed = look("echo 'rclone-mount: cannot read /proc/self/mountinfo' >&2; exit 3")
+    assert failed == {"mounts": {"m": {"generation": 3, "state": "live"}},
+                      "failed": "exit status 3: rclone-mount: cannot read /proc/self/mountinfo"}, failed
+    assert look("echo not json")["failed"].startswith("exit status 0 and an answer that is not JSON")
+    assert look("exit 255") == {"mounts": {"m": {"generation": 3, "state": "live"}}, "unreachable": True}
+    assert look("exit 127") == {"mounts": {}}

@@ -28,14 +28,15 @@ def violations(props: dict, stack: str, patterns=None) -> dict[str, list[str]]:
 def clean(**over) -> dict:
     f = {"version": 1, "stack": "prod", "environment": "production", "defaultCredentials": False, "readKeys": "scoped",
          "apiKeySet": True, "exposure": {"bindAddress": "0.0.0.0"},
-         "images": {"vllmImage": "vllm/vllm-openai:v0.30.0", "rustfsImage": "rustfs/rustfs:1.0.1@sha256:" + "a" * 64}}
+         "images": {"vllmImage": "vllm/vllm-openai:v0.30.0", "rustfsImage": "rustfs/rustfs:1.0.1@sha256:" + "a" * 64,
+                    "rcloneImage": "registry:5000/rustfs-vllm/rclone-mount:1.75.2@sha256:" + "b" * 64}}
     return {rules.FACTS: {**f, **over}}
 
 
 def test_a_clean_production_stack_passes_and_a_dev_stack_is_not_judged():
     assert violations(clean(), "prod") == {}
     sloppy = clean(environment="dev", defaultCredentials=True, readKeys="shared", apiKeySet=False,
-                   images={"vllmImage": "vllm/vllm-openai:latest"})
+                   images={"vllmImage": "vllm/vllm-openai:latest", "rcloneImage": "rustfs-vllm/rclone-mount:1.75.2"})
     assert violations(sloppy, "dev") == {}                      # not production by name or environment
     assert set(violations(sloppy, "prod")) == {r[0] for r in rules.RULES}
 
@@ -49,6 +50,10 @@ def test_a_clean_production_stack_passes_and_a_dev_stack_is_not_judged():
     ({"environment": "dev"}, "no-dev-environment", "environment: 'dev'"),
     ({"images": {"vllmImage": "vllm/vllm-openai"}}, "pinned-images", "vllmImage: 'vllm/vllm-openai'"),
     ({"images": {"hosts[gpu].vllmImage": "registry:5000/v/vllm:latest"}}, "pinned-images", "hosts[gpu].vllmImage"),
+    ({"images": {"rcloneImage": "rustfs-vllm/rclone-mount:1.75.2"}}, "mount-image-by-digest",
+     "rcloneImage: 'rustfs-vllm/rclone-mount:1.75.2'"),
+    ({"images": {"rcloneImage": "r:5000/rclone-mount@sha256:" + "c" * 64, "hosts[b].rcloneImage": "r:5000/rc:1.75.2"}},
+     "mount-image-by-digest", "hosts[b].rcloneImage"),
 ])
 def test_each_rule_refuses_in_one_line_naming_the_key_and_the_fix(over, rule, key):
     found = violations(clean(**over), "prod-eu")

