@@ -199,7 +199,7 @@ def kill_mount_keeper(mount_point: str) -> None:
     subprocess.run(["pkill", "-9", "-f", f"rustfs-vllm-mount-supervisor {mount_point} "], check=False)
 
 
-def keeper_privileges(attrs: dict, vllm_image: str, rclone_image: str) -> dict:
+def keeper_privileges(attrs: dict, vllm_image: str, rclone_image: str, by_digest: bool = True) -> dict:
     """What a mount keeper's ``docker inspect`` shows, checked against issue 37's least privilege: its
     own small image (never the vLLM image), every capability dropped but the three the mount needs,
     no-new-privileges, Docker's default seccomp, no init, an empty environment for what it runs on the
@@ -209,7 +209,14 @@ def keeper_privileges(attrs: dict, vllm_image: str, rclone_image: str) -> dict:
     facts = {"image": attrs["Config"]["Image"], "cap_add": sorted(host.get("CapAdd") or []),
              "cap_drop": host.get("CapDrop"), "security_opt": host.get("SecurityOpt"),
              "pid_mode": host.get("PidMode"), "init": host.get("Init"), "cmd": attrs["Config"]["Cmd"][:4]}
-    assert facts["image"] == rclone_image and facts["image"] != vllm_image, facts
+    if by_digest:   # issue 45: the keeper runs rcloneImage by digest (a registry's) or by its image ID (a local build)
+        image = facts["image"]
+        repo = rclone_image.split("@")[0].rsplit(":", 1)[0] if ":" in rclone_image.rsplit("/", 1)[-1] else rclone_image
+        assert ("@sha256:" in image and image.split("@")[0].rsplit(":", 1)[0] == repo) or \
+            (image.startswith("sha256:") and attrs.get("Image") == image), (image, rclone_image)
+    else:
+        assert facts["image"] == rclone_image, facts
+    assert facts["image"] != vllm_image, facts
     assert facts["cap_add"] == ["SYS_ADMIN", "SYS_CHROOT", "SYS_PTRACE"] and facts["cap_drop"] == ["ALL"], facts
     assert "no-new-privileges" in facts["security_opt"] and not any("seccomp" in o for o in facts["security_opt"]), facts
     assert not host.get("Privileged") and facts["init"] in (False, None), facts

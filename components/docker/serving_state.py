@@ -4,11 +4,15 @@ gathered (``docker inspect``: State, RestartCount, the memory limit). Each such 
 warning (what is wrong, how often, the config key to change), and its readiness wait gets a trigger of
 its own (``recheck-<cause>-<restarts>``, for that container only: one that `up` makes again has none),
 so that `up` waits for it again and fails, naming the cause, when it still does not serve; a model that
-serves again keeps that trigger (nothing more to do) until its container is made again.
+serves again keeps that trigger (nothing more to do) until its container is made again: the readiness
+wait records that it saw the container serve (``.state/serving/<container id>.json``: its restarts then and
+the trigger), and while the container has not restarted since, nothing is said and the trigger stays.
 
 Read-only: nothing here creates or changes anything."""
 from __future__ import annotations
 
+import json
+import os
 from dataclasses import dataclass
 from typing import Mapping, Optional
 
@@ -32,6 +36,17 @@ class Trouble:
 
 def container_name(cfg: StackConfig, m: ModelSpec) -> str:
     return f"{cfg.name_prefix}-vllm-{m.prefix.lower()}"
+
+
+def acked(state_dir: str, container_id: str) -> dict:
+    """What the readiness wait recorded when it last saw this container serve after a trouble
+    (scripts/wait-ready: {"restarts", "recheck"}), or {}."""
+    try:
+        with open(os.path.join(state_dir, "serving", f"{container_id}.json"), encoding="utf-8") as fh:
+            found = json.load(fh)
+        return found if isinstance(found, dict) else {}
+    except (OSError, ValueError):
+        return {}
 
 
 def describe(m: ModelSpec, where: str, name: str, h: Health) -> Optional[Trouble]:
@@ -70,6 +85,11 @@ def troubles(cfg: StackConfig, facts: Mapping[str, Optional[DockerFacts]], here:
                 continue
             where = "" if host == here and len(cfg.hosts) == 1 else f" on host {host}"
             found = describe(m, where, name, h)
-            if found:
-                out[(host, m.name)] = found
+            if not found:
+                continue
+            ack = acked(cfg.state_dir, h.id) if h.id else {}
+            if ack.get("recheck") and h.status == "running" and h.restarts <= int(ack.get("restarts", -1)):
+                # seen serving since (the trouble is Docker's record of its past): nothing to say, the same trigger
+                found = Trouble(found.model, found.host, found.container, "", str(ack["recheck"]), found.summary, h.id)
+            out[(host, m.name)] = found
     return out

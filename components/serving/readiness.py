@@ -38,16 +38,19 @@ class ReadinessWaitArgs:
 class ReadinessWait(pulumi.ComponentResource):
     def __init__(self, name: str, args: ReadinessWaitArgs, opts: Optional[pulumi.ResourceOptions] = None) -> None:
         super().__init__("rustfs-vllm:serving:ReadinessWait", name, None, opts)
-        env = pulumi.Output.from_input(args.auth).apply(lambda auth: {
+        recheck = pulumi.Output.from_input(args.container_id).apply(
+            lambda cid: args.recheck if args.recheck and cid == args.recheck_id else "")
+        env = pulumi.Output.all(args.auth, recheck).apply(lambda v: {
             "RV_URL": args.url, "RV_CONTAINS": args.contains, "RV_ANY_STATUS": "1" if args.any_status else "0",
             "RV_TIMEOUT": str(args.timeout), "RV_CONTAINER": args.container_name,
-            **({"RV_AUTH": auth} if auth else {}),
+            **({"RV_AUTH": v[0]} if v[0] else {}),
+            # waited for again (not serving when the program looked): said when it serves again (wait-ready)
+            **({"RV_RECHECK": v[1]} if v[1] else {}),
             **({"DOCKER_HOST": args.docker_host, "RV_SSH_BIN": args.ssh_bin} if args.docker_host else {})})
         self.command = command.local.Command(
             f"{name}-wait",
             create=SCRIPT,
             environment=env if isinstance(args.auth, str) and not args.auth else pulumi.Output.secret(env),
-            triggers=pulumi.Output.from_input(args.container_id).apply(
-                lambda cid: [cid, args.recheck] if args.recheck and cid == args.recheck_id else [cid]),
+            triggers=pulumi.Output.all(args.container_id, recheck).apply(lambda v: [v[0], v[1]] if v[1] else [v[0]]),
             opts=pulumi.ResourceOptions(parent=self))
         self.register_outputs({})

@@ -65,7 +65,8 @@ class DockerTarget(Target):
         # a model that is not serving (restarting, OOM-killed, exited): said, and waited for again by up
         self.troubles = serving_state.troubles(self.cfg, self.facts, preflight.here(self.cfg))
         for trouble in self.troubles.values():
-            pulumi.log.warn(trouble.line)
+            if trouble.line:
+                pulumi.log.warn(trouble.line)
         return problems
 
     def s3_server(self, owner: pulumi.ComponentResource, keys: Keys) -> S3Side:

