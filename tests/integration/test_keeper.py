@@ -20,7 +20,7 @@ import pytest
 
 from components.mounting import keeper_tool, mount_tool, vfs_cache
 from tests.helpers import keeper_privileges
-from tests.integration.mounting import SCRIPT, WEIGHTS, mount_env
+from tests.integration.mounting import SCRIPT, WEIGHTS, mount_env, put_model
 
 RCLONE_IMAGE = "rustfs-vllm/rclone-mount:1.75.2"
 RESULTS = Path(__file__).parents[2] / ".state" / "keeper-backoff.json"
@@ -46,10 +46,7 @@ def action(name: str, env: dict) -> subprocess.CompletedProcess:
 @pytest.fixture
 def keeper_env(s3_server, tmp_path):
     """A model uploaded to the S3 server and a mount of it asked for with a keeper (as the program asks)."""
-    bucket = s3_server.root / "models" / "m1"
-    bucket.mkdir(parents=True)
-    (bucket / "config.json").write_bytes(b'{"a": 1}')
-    (bucket / "model.safetensors").write_bytes(WEIGHTS)
+    put_model(s3_server)
     root = Path(f"/mnt/rv-itest-keeper-{secrets.token_hex(3)}")
     name = f"rv-itest-keeper-{secrets.token_hex(3)}"
     env = mount_env(s3_server, root, tmp_path, RV_KEEPER_IMAGE=RCLONE_IMAGE, RV_KEEPER_NAME=name,

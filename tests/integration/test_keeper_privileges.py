@@ -20,7 +20,7 @@ import docker
 import pytest
 
 from components.mounting import keeper_tool, mount_tool
-from tests.integration.mounting import WEIGHTS, mount_env
+from tests.integration.mounting import WEIGHTS, mount_env, put_model
 from tests.integration.test_keeper import RCLONE_IMAGE, needs_image
 
 RESULTS = Path(__file__).parents[2] / ".state" / "keeper-privileges.json"
@@ -58,10 +58,7 @@ def _apparmor() -> bool:
 @pytest.fixture
 def spec_of(s3_server, tmp_path):
     """A model on the S3 server and a keeper's spec for it (as the mount action writes it)."""
-    bucket = s3_server.root / "models" / "m1"
-    bucket.mkdir(parents=True)
-    (bucket / "config.json").write_bytes(b'{"a": 1}')
-    (bucket / "model.safetensors").write_bytes(WEIGHTS)
+    put_model(s3_server)
     made: list[tuple[str, str, str]] = []
 
     def make(name: str) -> tuple[str, list[str]]:
