@@ -199,6 +199,13 @@ def kill_mount_keeper(mount_point: str) -> None:
     subprocess.run(["pkill", "-9", "-f", f"rustfs-vllm-mount-supervisor {mount_point} "], check=False)
 
 
+def repository(ref: str) -> str:
+    """An image reference less its tag and digest (a registry's port stays): ``host:5005/a/b``."""
+    name = ref.split("@")[0]
+    folder, _, last = name.rpartition("/")
+    return f"{folder}/{last.split(':')[0]}" if folder else last.split(":")[0]
+
+
 def keeper_privileges(attrs: dict, vllm_image: str, rclone_image: str, by_digest: bool = True) -> dict:
     """What a mount keeper's ``docker inspect`` shows, checked against issue 37's least privilege: its
     own small image (never the vLLM image), every capability dropped but the three the mount needs,
@@ -211,8 +218,7 @@ def keeper_privileges(attrs: dict, vllm_image: str, rclone_image: str, by_digest
              "pid_mode": host.get("PidMode"), "init": host.get("Init"), "cmd": attrs["Config"]["Cmd"][:4]}
     if by_digest:   # issue 45: the keeper runs rcloneImage by digest (a registry's) or by its image ID (a local build)
         image = facts["image"]
-        repo = rclone_image.split("@")[0].rsplit(":", 1)[0] if ":" in rclone_image.rsplit("/", 1)[-1] else rclone_image
-        assert ("@sha256:" in image and image.split("@")[0].rsplit(":", 1)[0] == repo) or \
+        assert ("@sha256:" in image and repository(image) == repository(rclone_image)) or \
             (image.startswith("sha256:") and attrs.get("Image") == image), (image, rclone_image)
     else:
         assert facts["image"] == rclone_image, facts

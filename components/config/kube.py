@@ -25,7 +25,7 @@ from components.config.spec import KubeSpec, ModelSpec
 NODE_PORT_BASE = 30800              # a model's default NodePort: 30800 + its index
 NODE_PORTS = (30000, 32767)         # the API server's default --service-node-port-range
 KUBE_KEYS = ("kubeconfig", "kubeNamespace", "kubeNodeAddress", "kubeS3NodePort", "kubeStorageClass",
-             "rustfsStorageSize", "kubeRouterNodePort")
+             "rustfsStorageSize", "kubeRouterNodePort", "kubeStoreNodeLabel")
 GPU_COUNT_RE = re.compile(r"^count=([0-9]+)$")
 
 
@@ -79,7 +79,7 @@ def parse(r: Reader, v: dict[str, Any]) -> Optional[KubeSpec]:
     return KubeSpec(kubeconfig=kubeconfig, namespace=namespace, node_address=node_address,
                     s3_node_port=r.value("kubeS3NodePort"), storage_class=r.value("kubeStorageClass"),
                     storage_size=r.value("rustfsStorageSize"), rclone_image=r.value("rcloneImage"),
-                    router_node_port=r.value("kubeRouterNodePort"))
+                    router_node_port=r.value("kubeRouterNodePort"), store_node_label=r.value("kubeStoreNodeLabel"))
 
 
 def check_models(r: Reader, v: dict[str, Any]) -> None:

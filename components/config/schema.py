@@ -42,6 +42,9 @@ TARGETS = ("docker", "kubernetes")
 ROUTER_POLICIES = ("cache_aware", "round_robin", "power_of_two", "random", "consistent_hash", "sticky_least_loaded")
 # A Kubernetes name (namespace): an RFC 1123 label.
 DNS_LABEL_RE = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
+# a Kubernetes label key (an optional DNS prefix and '/') and value: key=value
+NODE_LABEL_RE = re.compile(r"^([a-z0-9]([a-z0-9.-]{0,251}[a-z0-9])?/)?[A-Za-z0-9]([A-Za-z0-9._-]{0,61}[A-Za-z0-9])?="
+                           r"([A-Za-z0-9]([A-Za-z0-9._-]{0,61}[A-Za-z0-9])?)?$")
 QUANTITY_RE = re.compile(r"^[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|K|M|G|T)?$")
 NODE_PORT = "an integer NodePort 30000-32767"
 # rclone mount flags used when mountFlags is not set: the best overall of the variants `make bench`
@@ -131,6 +134,11 @@ KEYS: tuple[Key, ...] = (
     Key("kubeS3NodePort", int, 30900, NODE_PORT,
         "target kubernetes with s3Server rustfs: the NodePort of RustFS's S3 Service (this machine uploads "
         "through it).", lo=30000, hi=32767),
+    Key("kubeStoreNodeLabel", str, "", "a node label key=value (or empty)",
+        "target kubernetes with s3Server rustfs: RustFS runs only on the nodes with this label, and the serving "
+        "pods (vLLM, the mount DaemonSet) only on the nodes without it, so the store never shares a node with "
+        "the models (label the nodes first: kubectl label node <n> key=value). Empty: the scheduler decides.",
+        pattern=NODE_LABEL_RE, empty_ok=True),
     Key("kubeStorageClass", str, "", "a StorageClass name of the cluster",
         "target kubernetes with s3Server rustfs: StorageClass of RustFS's volume claim (default: the cluster's "
         "default class).", pattern=DNS_LABEL_RE, empty_ok=True),

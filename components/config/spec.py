@@ -82,6 +82,7 @@ class KubeSpec:
     storage_size: str             # RustFS's volume claim
     rclone_image: str
     router_node_port: int = 30880  # the stack's one endpoint's NodePort (kubeRouterNodePort)
+    store_node_label: str = ""     # kubeStoreNodeLabel "key=value": RustFS there, the serving pods elsewhere
 
 
 @dataclass(frozen=True)

@@ -45,6 +45,7 @@ class KubeClusterArgs:
     secret_key: pulumi.Input[str]
     api_key: pulumi.Input[str] = ""
     ca_bundle: str = ""                  # rustfsCaBundle's text goes into the Secret too (public, but one volume)
+    store_node_label: str = ""           # kubeStoreNodeLabel: RustFS on those nodes, the serving pods elsewhere
 
 
 class KubeCluster(pulumi.ComponentResource):

@@ -31,6 +31,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components.config.kube import gpu_count
+from components.kube import placement
 from components.kube.cluster import API_KEY, AWS_CREDENTIALS, CA_FILE, KubeCluster
 from components.kube.mount import REVISION, host_path
 from components.kube import sizing
@@ -110,6 +111,7 @@ class KubeModel(pulumi.ComponentResource):
                     metadata=k8s.meta.v1.ObjectMetaArgs(labels=select, annotations=annotations),
                     spec=k8s.core.v1.PodSpecArgs(
                         termination_grace_period_seconds=30,
+                        affinity=placement.serving_affinity(c.args.store_node_label),
                         topology_spread_constraints=[k8s.core.v1.TopologySpreadConstraintArgs(
                             max_skew=1, topology_key="kubernetes.io/hostname", when_unsatisfiable="DoNotSchedule",
                             node_taints_policy="Honor", match_label_keys=["pod-template-hash"],

@@ -26,6 +26,7 @@ from typing import Sequence
 import pulumi
 import pulumi_kubernetes as k8s
 
+from components.kube import placement
 from components.kube.cluster import ACCESS_KEY, CA_FILE, SECRET_KEY, KubeCluster
 from components.kube import sizing
 from components.kube.names import dns_name, labels, meta
@@ -94,6 +95,7 @@ class KubeMount(pulumi.ComponentResource):
                     metadata=k8s.meta.v1.ObjectMetaArgs(labels=select, annotations=annotations),
                     spec=k8s.core.v1.PodSpecArgs(
                         termination_grace_period_seconds=30,
+                        affinity=placement.serving_affinity(c.args.store_node_label),
                         containers=[k8s.core.v1.ContainerArgs(
                             name="rclone", image=args.image, image_pull_policy="IfNotPresent",
                             command=["sh", "-c", SCRIPT, "rclone-mount"],

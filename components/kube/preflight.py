@@ -33,7 +33,8 @@ def connect_problem(host: str, port: int, timeout: float = 5.0) -> Optional[str]
 
 def check(cfg: StackConfig, connect: Callable[[str, int], Optional[str]] = connect_problem,
           tls_problem: Callable[[str, str], Optional[str]] = tls.probe,
-          nodes: Callable[[str], Optional[dict[str, int]]] = sizing.node_memory) -> list[str]:
+          nodes: Callable[[str], Optional[dict[str, int]]] = sizing.node_memory,
+          labels: Callable[[str], Optional[dict[str, dict[str, str]]]] = sizing.node_labels) -> list[str]:
     problems: list[str] = []
     assert cfg.kube is not None
     server, _ = server_of(cfg.kube.kubeconfig)
@@ -49,7 +50,24 @@ def check(cfg: StackConfig, connect: Callable[[str, int], Optional[str]] = conne
         problems += [problem] if problem else []
     if not problems:
         problems += fit_problems(cfg, nodes(cfg.kube.kubeconfig))
+        if cfg.kube.store_node_label:
+            problems += placement_problems(cfg.kube.store_node_label, labels(cfg.kube.kubeconfig))
     return problems
+
+
+def placement_problems(label: str, node_labels: Optional[dict[str, dict[str, str]]]) -> list[str]:
+    """kubeStoreNodeLabel must leave RustFS a node and the models a node (nothing when the nodes cannot be read)."""
+    if not node_labels:
+        return []
+    key, _, value = label.partition("=")
+    carry = sorted(n for n, lbl in node_labels.items() if lbl.get(key) == value)
+    if not carry:
+        return [f"{NAMESPACE}:kubeStoreNodeLabel = {label!r} is invalid: a label some node carries (none of "
+                f"{', '.join(sorted(node_labels))} does: kubectl label node <node> {label})"]
+    if len(carry) == len(node_labels):
+        return [f"{NAMESPACE}:kubeStoreNodeLabel = {label!r} is invalid: a label some node does not carry (every node "
+                f"does: the models would have no node to run on; kubectl label node <node> {key}- on a serving node)"]
+    return []
 
 
 def fit_problems(cfg: StackConfig, node_sizes: Optional[dict[str, int]]) -> list[str]:

@@ -22,6 +22,7 @@ from typing import Optional
 import pulumi
 import pulumi_kubernetes as k8s
 
+from components.kube import placement
 from components.kube.cluster import ACCESS_KEY, RCLONE_AUTH_KEY, SECRET_KEY, KubeCluster
 from components.kube import sizing
 from components.kube.names import labels, meta
@@ -101,6 +102,7 @@ class KubeS3Server(pulumi.ComponentResource):
                 template=k8s.core.v1.PodTemplateSpecArgs(
                     metadata=k8s.meta.v1.ObjectMetaArgs(labels=select),
                     spec=k8s.core.v1.PodSpecArgs(
+                        node_selector=placement.store_selector(c.args.store_node_label),
                         security_context=k8s.core.v1.PodSecurityContextArgs(
                             run_as_user=RUSTFS_UID, run_as_group=RUSTFS_UID, fs_group=RUSTFS_UID),
                         containers=[k8s.core.v1.ContainerArgs(

@@ -92,6 +92,26 @@ def _credentials(user: dict[str, Any], folder: str) -> dict[str, Any]:
 def node_memory(kubeconfig: str, get: Callable[..., Any] = requests.get) -> Optional[dict[str, int]]:
     """{node: allocatable memory in bytes} from the cluster's API, or None when it cannot be read
     (preview then checks nothing against the nodes; the pods' own scheduling still says why)."""
+    items = node_items(kubeconfig, get)
+    try:
+        return {n["metadata"]["name"]: quantity(n["status"]["allocatable"]["memory"]) for n in items} \
+            if items is not None else None
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return None
+
+
+def node_labels(kubeconfig: str, get: Callable[..., Any] = requests.get) -> Optional[dict[str, dict[str, str]]]:
+    """{node: its labels} from the cluster's API, or None when it cannot be read."""
+    items = node_items(kubeconfig, get)
+    try:
+        return {n["metadata"]["name"]: dict(n["metadata"].get("labels") or {}) for n in items} \
+            if items is not None else None
+    except (KeyError, TypeError, AttributeError):
+        return None
+
+
+def node_items(kubeconfig: str, get: Callable[..., Any] = requests.get) -> Optional[list[dict[str, Any]]]:
+    """The cluster's nodes (the API's items), or None when they cannot be read."""
     try:
         doc = yaml.safe_load(kubeconfig) or {}
         ctx_name = doc.get("current-context")
@@ -109,7 +129,7 @@ def node_memory(kubeconfig: str, get: Callable[..., Any] = requests.get) -> Opti
             resp = get(f"{cluster['server'].rstrip('/')}/api/v1/nodes", verify=verify, timeout=10,
                        **_credentials(user, folder))
         resp.raise_for_status()
-        return {n["metadata"]["name"]: quantity(n["status"]["allocatable"]["memory"]) for n in resp.json()["items"]}
+        return list(resp.json()["items"])
     except (requests.RequestException, ValueError, KeyError, StopIteration, TypeError, AttributeError,
             OSError, yaml.YAMLError):
         return None

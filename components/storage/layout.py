@@ -122,7 +122,8 @@ def mount_point_problem(path: str) -> Optional[str]:
     """Why ``path`` cannot become our mount root, or None.
 
     Ours from an earlier run is fine: the root as a bind mount of itself, the models' rclone mounts
-    (or empty folders) in it, or a whole-bucket rclone mount of an older version of this program.
+    (or their folders, whose mount, when down, preview names) in it, or a whole-bucket rclone mount of
+    an older version of this program.
     Anything else mounted there, or other files, is refused: mounting over it would hide them.
     """
     if os.path.exists(path) and not os.path.isdir(path):
@@ -131,6 +132,7 @@ def mount_point_problem(path: str) -> Optional[str]:
     if fstype is not None and fstype != "fuse.rclone" and not is_self_bind(path):
         return f"a path with nothing mounted on it (a {fstype} filesystem is)"
     if os.path.isdir(path) and fstype != "fuse.rclone":
+        ours = fstype is not None and is_self_bind(path)
         try:
             entries = os.listdir(path)
         except OSError as exc:
@@ -139,6 +141,8 @@ def mount_point_problem(path: str) -> Optional[str]:
             full = os.path.join(path, name)
             if mounted_at(full) == "fuse.rclone":
                 continue
+            if ours and os.path.isdir(full) and not os.path.islink(full):
+                continue    # a deployed root: a model's folder with its mount down is that mount's to say (preview)
             if os.path.isdir(full) and not os.path.islink(full):
                 try:
                     if not os.listdir(full):

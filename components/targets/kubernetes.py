@@ -51,7 +51,7 @@ class KubeTarget(Target):
         self.cluster = KubeCluster("cluster", KubeClusterArgs(
             stack=cfg.stack, kubeconfig=kube.kubeconfig, namespace=kube.namespace, name_prefix=cfg.name_prefix,
             access_key=keys.access_key, secret_key=keys.secret_key, api_key=pulumi.Output.secret(cfg.vllm_api_key),
-            ca_bundle=cfg.ca_bundle), pulumi.ResourceOptions(parent=owner))
+            ca_bundle=cfg.ca_bundle, store_node_label=kube.store_node_label), pulumi.ResourceOptions(parent=owner))
         self.server = KubeS3Server("s3", KubeS3ServerArgs(
             kind=cfg.s3_server, cluster=self.cluster, name_prefix=cfg.name_prefix, image=cfg.rustfs_image,
             endpoint=cfg.rustfs_endpoint, node_port=kube.s3_node_port, storage_class=kube.storage_class,

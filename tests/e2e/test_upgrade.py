@@ -43,9 +43,10 @@ ROUTER = {("create", n) for n in ("router", "router-image", "router-container", 
 
 
 def endpoint_outputs(after: dict) -> dict:
-    """The outputs less the one endpoint's (issue 44), which must be there."""
+    """The outputs less the one endpoint's (issue 44) and the serving state's (issue 45), which must be there."""
     assert after.pop("endpoint").endswith("/v1") and after.pop("endpoint_models") == ["smollm2"]
     after.pop("endpoint_metrics"), after.pop("endpoint_curl")
+    assert after.pop("model_states") == {"smollm2": {"local": "serving"}}
     return after
 
 

@@ -282,3 +282,32 @@ def test_the_one_endpoint_routes_each_model_to_its_service(graph):
     workers = json.loads(data["workers.json"])
     assert sorted(w["model_id"] for w in workers) == ["a", "b"] and all(w["url"].endswith(":8000") for w in workers)
     assert '"id":"a"' in data["nginx.conf"] and '"id":"b"' in data["nginx.conf"]
+
+
+def test_the_store_node_label_keeps_rustfs_and_the_serving_pods_apart(tmp_path):
+    """Issue 45: kubeStoreNodeLabel puts RustFS on the labelled nodes and every serving pod (vLLM, the mount
+    DaemonSet) off them; unset, no pod says where it runs (stacks before it: no change)."""
+    plain = build(load(raw(tmp_path)), stack="k8s")
+    apart = build(load(raw(tmp_path, kubeStoreNodeLabel="rustfs-vllm.io/role=store")), stack="k8s")
+    assert "nodeSelector" not in spec_of(plain.one(STS))["template"]["spec"]
+    assert spec_of(apart.one(STS))["template"]["spec"]["nodeSelector"] == {"rustfs-vllm.io/role": "store"}
+    serving = [*apart.by_type(DS), *(d for d in apart.by_type(DEPLOY) if d.name.startswith("vllm-"))]
+    assert len(serving) == 3
+    for r in serving:
+        terms = spec_of(r)["template"]["spec"]["affinity"]["nodeAffinity"][
+            "requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+        assert terms == [{"matchExpressions": [{"key": "rustfs-vllm.io/role", "operator": "NotIn",
+                                                "values": ["store"]}]}], r.name
+    for r in [*plain.by_type(DS), *plain.by_type(DEPLOY)]:
+        assert "affinity" not in spec_of(r)["template"]["spec"], r.name
+    assert "kubeStoreNodeLabel = 'no-value'" in problems(raw(tmp_path, kubeStoreNodeLabel="no-value"))
+    # preview: a label no node carries, or every node carries, names the nodes and the fix
+    cfg = load(raw(tmp_path, kubeStoreNodeLabel="role=store"))
+    ok = lambda host, port: None  # noqa: E731
+    sizes = lambda _: {"a": 8 * 2**30, "b": 8 * 2**30}  # noqa: E731
+    none = kube_preflight.check(cfg, connect=ok, nodes=sizes, labels=lambda _: {"a": {}, "b": {"x": "y"}})
+    assert none == ["rustfs-vllm:kubeStoreNodeLabel = 'role=store' is invalid: a label some node carries (none of "
+                    "a, b does: kubectl label node <node> role=store)"], none
+    every = kube_preflight.check(cfg, connect=ok, nodes=sizes, labels=lambda _: {n: {"role": "store"} for n in "ab"})
+    assert len(every) == 1 and "every node does" in every[0], every
+    assert kube_preflight.check(cfg, connect=ok, nodes=sizes, labels=lambda _: {"a": {"role": "store"}, "b": {}}) == []

@@ -1,0 +1,66 @@
+"""RustFS kept off the serving nodes (issue 45, kubeStoreNodeLabel) on the real two-node test cluster:
+node b carries the label, so RustFS's pod runs on b and the serving pods (vLLM, the mount DaemonSet) only
+on a; the model serves through node a's NodePort; destroy; the label removed. Preview first refuses a
+label that no node carries, naming the nodes."""
+from __future__ import annotations
+
+import secrets
+
+import pytest
+
+from tests.helpers import ROOT
+from tests.k8s.cluster import NODES, kget, kubectl, pods
+from tests.k8s.test_cluster import (MODEL, RUSTFS_IMAGE, VLLM_IMAGE, cluster, image_present,  # noqa: F401
+                                    served, smollm2)
+from tests.pulumi_cli import Stack
+
+# NodePorts apart from the other k8s tests' ranges (test_cluster 31000-32599, test_big_model 32620-32754)
+PORT, S3_PORT, ROUTER_PORT = (30100 + 3 * secrets.randbelow(60) + i for i in range(3))
+LABEL = "rustfs-vllm.test/role"
+
+
+def node_names() -> dict[str, str]:
+    """{a, b: the node's name}, by its InternalIP."""
+    out = {}
+    for n in kget("nodes")["items"]:
+        ips = {a["address"] for a in n["status"]["addresses"] if a["type"] == "InternalIP"}
+        out.update({k: n["metadata"]["name"] for k, ip in NODES.items() if ip in ips})
+    return out
+
+
+def test_rustfs_runs_apart_from_the_serving_pods(cluster, tmp_path):
+    if not MODEL.joinpath("model.safetensors").exists() or not image_present(RUSTFS_IMAGE):
+        pytest.skip("needs SmolLM2 and the RustFS image (scripts/test-k8s makes them)")
+    names = node_names()
+    stack = Stack(ROOT, f"k8p-{secrets.token_hex(3)}")
+    stack.init()
+    ns = f"rvllm-{stack.name}"
+    stack.write_config({
+        "target": "kubernetes", "environment": "test", "kubeNodeAddress": NODES["a"], "kubeS3NodePort": S3_PORT,
+        "kubeRouterNodePort": ROUTER_PORT, "s3Server": "rustfs", "rustfsImage": RUSTFS_IMAGE,
+        "kubeStorageClass": "rustfs-vllm-local", "rustfsStorageSize": "10Gi", "bucket": "k8p-models",
+        "vllmImage": VLLM_IMAGE, "vllmReadyTimeout": 900, "models": [smollm2(port=PORT)],
+        "kubeStoreNodeLabel": f"{LABEL}=store", "mountCacheDir": f"/mnt/{ns}-cache"})
+    stack.set("kubeconfig", cluster, secret=True)
+    stack.set("rustfsAccessKey", f"k8p-access-{secrets.token_hex(6)}", secret=True)
+    stack.set("rustfsSecretKey", secrets.token_urlsafe(18), secret=True)
+    try:
+        refused = stack.run("preview", check=False)
+        said = refused.stdout + refused.stderr
+        assert refused.returncode != 0 and f"kubeStoreNodeLabel = '{LABEL}=store' is invalid: a label some node " \
+            "carries" in said, said[-3000:]
+        kubectl("label", "node", names["b"], f"{LABEL}=store", "--overwrite")
+        stack.run("up", "--yes", "--skip-preview", label="up_apart", timeout=2400)
+        where = {p["metadata"]["labels"]["app.kubernetes.io/component"]: p["spec"]["nodeName"]
+                 for p in kget("pods", "-n", ns)["items"] if p["status"].get("phase") == "Running"}
+        [s3] = [p["spec"]["nodeName"] for p in pods(ns, "app.kubernetes.io/component=s3-server")]
+        assert s3 == names["b"], where
+        serving = pods(ns, "app.kubernetes.io/component=vllm") + pods(ns, "app.kubernetes.io/component=mount")
+        assert serving and {p["spec"]["nodeName"] for p in serving} == {names["a"]}, where
+        served(f"http://{NODES['a']}:{PORT}/v1", "smollm2")
+        stack.run("preview", "--expect-no-changes")
+    finally:
+        stack.run("destroy", "--yes", "--skip-preview", check=False, timeout=1200)
+        stack.remove()
+        kubectl("label", "node", names.get("b", "b"), f"{LABEL}-", check=False)
+        kubectl("delete", "namespace", ns, "--wait=false", check=False)
