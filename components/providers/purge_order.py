@@ -22,6 +22,7 @@ from typing import Any, Optional
 import pulumi
 from pulumi.dynamic import CreateResult, DiffResult, Resource, UpdateResult
 
+from components.errors import ProviderError
 from components.providers.base import Provider
 from components.mounting import vfs_cache
 from components.mounting.tool_base import env_stdin
@@ -66,10 +67,15 @@ class PurgeOrderProvider(Provider):
         host, root = props["host"], props["cache_root"]
         purge = purge_at_destroy(props, f"host {host}", f"the copies and VFS caches under {root}")
         trouble = write_order(props, purge)
+        if trouble and purge != bool(props.get("purge")):
+            # what destroy asks differs from what the host would do: not lost silently; this order stays in
+            # the state and the next destroy tells the host (issue 45)
+            raise ProviderError(f"host {host}: could not tell it purgeOnDestroy is {str(purge).lower()} ({trouble}); "
+                                f"its copies and VFS caches under {root} would follow the last up's value "
+                                f"({str(bool(props.get('purge'))).lower()}): run destroy again once the host answers")
         if trouble:
             print(f"host {host}: could not tell it purgeOnDestroy is {str(purge).lower()} ({trouble}); its "
-                  f"copies and VFS caches under {root} follow the last up's value "
-                  f"({str(bool(props.get('purge'))).lower()})", flush=True)
+                  f"copies and VFS caches under {root} follow the last up's value, the same", flush=True)
 
 
 class PurgeOrderResource(Resource, module="rustfs-vllm", name="PurgeOrder"):

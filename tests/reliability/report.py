@@ -259,9 +259,10 @@ def in_sight_rows(state, kind: str, other: str) -> list[str]:
                          f"`{hosts['mount_check_failed_warning'].split('warning: ', 1)[-1][:220]}`"))
         if hosts.get("purge_on_ssh_hosts"):
             p = hosts["purge_on_ssh_hosts"]
-            rows.append(("purgeOnDestroy set right before destroy, two SSH hosts", "each host's VFS cache removed ("
-                         + ", ".join(p["caches_removed"]) + f"); the models' objects removed; {p['objects_left']} "
-                         "other objects kept"))
+            rows.append(("purgeOnDestroy set right before destroy, two SSH hosts (host b down at the first)",
+                         "each host's VFS cache removed (" + ", ".join(sorted(set(p["caches_removed"])))
+                         + " on each; b's at the destroy after it came back: its order stayed in the state); the "
+                         f"models' objects removed; {p['objects_left']} other objects kept"))
     out = [IN_SIGHT, "| case | figure |", "| --- | --- |"] + [f"| {c} | {f.replace('|', '/')} |" for c, f in rows]
     privileges = _load(state / "keeper-privileges.json")
     if privileges:
