@@ -55,9 +55,16 @@ def keeper_env(s3_server, tmp_path):
                     RV_LOG=f"{keeper_tool.LOGS_HOME}/{name}/rclone-m1.log")
     yield env
     action("unmount", env)
-    action("root-down", {"RV_ROOT": str(root)})
     subprocess.run(["docker", "rm", "-f", name], capture_output=True, check=False)
+    action("root-down", {"RV_ROOT": str(root)})
+    unbind(str(root))
     shutil.rmtree(os.path.dirname(env["RV_LOG"]), ignore_errors=True)
+
+
+def unbind(root: str) -> None:
+    """What a keeper left of a test's mount root (its shared self-bind) gone, then the folder."""
+    subprocess.run(["umount", "-l", root], capture_output=True, check=False)
+    shutil.rmtree(root, ignore_errors=True)
 
 
 @pytest.fixture
@@ -197,7 +204,8 @@ def test_a_keeper_that_cannot_mount_gives_up_and_stays_down(root_dir):
     finally:
         subprocess.run(["docker", "rm", "-f", name], capture_output=True, check=False)
         keeper_tool.remove_spec(spec)
-        subprocess.run(["rm", "-rf", f"/mnt/{name}", str(log.parent)], check=False)
+        unbind(f"/mnt/{name}")
+        shutil.rmtree(log.parent, ignore_errors=True)
 
 
 @needs_image
@@ -248,7 +256,8 @@ def test_root_follows_no_link_planted_where_a_spec_or_a_log_goes(root_dir, tmp_p
         assert len(done.stderr.strip().splitlines()) == 1 and victim.read_text() == "keep me"
     finally:
         subprocess.run(["docker", "rm", "-f", name], capture_output=True, check=False)
-        subprocess.run(["rm", "-rf", f"/mnt/{name}", str(logs)], check=False)
+        unbind(f"/mnt/{name}")
+        shutil.rmtree(logs, ignore_errors=True)
 
 
 @needs_image
