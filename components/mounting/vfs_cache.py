@@ -89,11 +89,17 @@ def cache_down(env: Mapping[str, str]) -> None:
     vfsMeta/ and copy/ (loadFormat local_copy) and nothing else; a folder with anything else in it,
     or files at the top, are left alone."""
     root = env["RV_CACHE_ROOT"]
+    purge = purge_asked(env, root)
+    for order in (order_file(root), os.path.join(root, PURGE_ORDER)):   # read: the destroy's order is done
+        try:
+            os.remove(order)
+        except OSError:
+            pass
     if not os.path.isdir(root):
         print(f"no rclone VFS cache at {root}")
         return
     size = _size_of(root)
-    if not purge_asked(env, root):
+    if not purge:
         print(f"kept the rclone VFS cache at {root} ({size} on disk): remove it with rm -rf {root}, or set "
               "purgeOnDestroy to remove it with the stack")
         return
@@ -108,10 +114,5 @@ def cache_down(env: Mapping[str, str]) -> None:
             os.remove(d.rstrip("/"))
         else:
             shutil.rmtree(d)
-    for order in (order_file(root), os.path.join(root, PURGE_ORDER)):
-        try:
-            os.remove(order)
-        except OSError:
-            pass
     _rmdir(root)
     print(f"removed the rclone VFS cache at {root} ({size}), as purgeOnDestroy asks")
