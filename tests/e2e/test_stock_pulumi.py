@@ -23,6 +23,7 @@ import pytest
 
 from tests import s3_under_test
 from tests.helpers import ROOT, free_port, free_ports, pulumi_env
+from tests.pulumi_cli import remove_logs
 
 MODEL = ROOT / "models" / "SmolLM2-135M-Instruct"
 pytestmark = pytest.mark.skipif(not MODEL.joinpath("model.safetensors").exists(),
@@ -157,5 +158,6 @@ def test_a_stock_pulumi_installs_previews_serves_and_destroys_from_a_plain_shell
             client_d.volumes.get(f"{prefix}-data").remove(force=True)
         except docker.errors.NotFound:
             pass
+        remove_logs(name)                      # rclone's log, which destroy keeps (a service's logs are kept)
     assert "Traceback" not in said, said[-4000:]
     assert "ModuleNotFoundError" not in said
