@@ -73,12 +73,13 @@ def describe(m: ModelSpec, where: str, name: str, h: Health) -> Optional[Trouble
 
 
 def troubles(cfg: StackConfig, facts: Mapping[str, Optional[DockerFacts]], here: str) -> dict[tuple[str, str], Trouble]:
-    """{(host, model): Trouble} for every model container of ``cfg`` that facts show in trouble (a host
-    whose facts are unknown says nothing)."""
+    """{(host, model): Trouble} for every model container of ``cfg`` that ``facts`` ({host name: its
+    DockerFacts}) show in trouble (a host whose facts are unknown says nothing); ``here``: this machine's
+    host name, whose containers are named without "on host"."""
     out: dict[tuple[str, str], Trouble] = {}
     for m in cfg.models:
         for host in m.hosts:
-            f = facts.get(host) or (facts.get(here) if host == here else None)
+            f = facts.get(host)
             name = container_name(cfg, m)
             h = f.health.get(name) if f is not None else None
             if h is None or f is None or f.containers.get(name, {}).get("rustfs-vllm.stack") != cfg.stack:

@@ -84,7 +84,7 @@ class Host(ABC):
 
     def keeper_down(self, name: str) -> str:
         """Why the mount keeper ``name`` is down, in one line ("": running, gone, or not known here)."""
-        return keeper_tool.keeper_down(name) if name and not self.ssh_argv() else ""
+        return ""
 
     def ssh_argv(self) -> list[str]:
         """``ssh ... host`` for a command on the host from this machine ([]: this machine)."""
@@ -143,6 +143,9 @@ class LocalHost(Host):
 
     def mount_alive(self) -> Optional[Callable[[str], bool]]:
         return machine.mount_alive
+
+    def keeper_down(self, name: str) -> str:
+        return keeper_tool.keeper_down(name) if name else ""
 
     def readiness(self) -> dict[str, str]:
         return {"address": "" if self.spec.implicit else self.spec.address, "docker_host": "", "ssh_bin": ""}

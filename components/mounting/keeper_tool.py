@@ -176,12 +176,17 @@ def _new_file(path: str, data: bytes, mode: int) -> None:
 
 
 def write_spec(path: str, spec: Mapping[str, Any]) -> None:
-    """The keeper's SPEC, readable by root only (it holds rclone's credentials): written under a new
-    random name, then renamed over ``path``."""
-    os.close(root_folder(os.path.dirname(path)))      # root's alone (NotRoots says why not)
+    """The keeper's SPEC, readable by root only (it holds rclone's credentials)."""
+    write_root_file(path, json.dumps(spec).encode())
+
+
+def write_root_file(path: str, data: bytes) -> None:
+    """``data`` as ``path``, mode 0600, in its root_folder (NotRoots says why not): written under a new
+    random name (never through a link), then renamed over ``path``."""
+    os.close(root_folder(os.path.dirname(path)))
     tmp = f"{path}.{secrets.token_hex(8)}.tmp"
     try:
-        _new_file(tmp, json.dumps(spec).encode(), 0o600)
+        _new_file(tmp, data, 0o600)
         os.replace(tmp, path)
     except OSError:
         if os.path.lexists(tmp):

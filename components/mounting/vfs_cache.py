@@ -13,7 +13,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import secrets
 import shutil
 import subprocess
 import time
@@ -39,13 +38,8 @@ def write_order(cache_root: str, purge: bool) -> bool:
     tell), under a new random name and renamed, never through a link; was it written?"""
     if not os.path.isdir(cache_root):
         return False
-    keeper = sibling("keeper_tool")
-    path = order_file(cache_root)
-    tmp = f"{path}.{secrets.token_hex(8)}.tmp"
-    fd = keeper.open_root_file(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as fh:
-        json.dump({"purge": purge, "at": time.time(), "cache_root": cache_root}, fh)
-    os.replace(tmp, path)
+    sibling("keeper_tool").write_root_file(
+        order_file(cache_root), json.dumps({"purge": purge, "at": time.time(), "cache_root": cache_root}).encode())
     return True
 
 

@@ -60,10 +60,11 @@ class DockerTarget(Target):
         if not problems:     # the hosts answered: each says how its mounts are (a lost keeper is mounted again)
             for host in self.hosts:
                 host.look_at_mounts()
-        self.facts = {h.name: machines.seen.get(h.name, machines.seen.get(preflight.here(self.cfg)))
-                      if h.local else machines.seen.get(h.name) for h in self.cfg.hosts}
+        # each host's Docker as preflight saw it (this machine's under preflight's name for it)
+        here = preflight.here(self.cfg)
+        self.facts = {h.name: machines.seen.get(here if h.local else h.name) for h in self.cfg.hosts}
         # a model that is not serving (restarting, OOM-killed, exited): said, and waited for again by up
-        self.troubles = serving_state.troubles(self.cfg, self.facts, preflight.here(self.cfg))
+        self.troubles = serving_state.troubles(self.cfg, self.facts, here)
         for trouble in self.troubles.values():
             if trouble.line:
                 pulumi.log.warn(trouble.line)

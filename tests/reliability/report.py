@@ -246,7 +246,7 @@ def in_sight_rows(state, kind: str, other: str) -> list[str]:
     for server in (kind, other):
         ns = _load(state / f"not-serving-{server}.json")
         if ns:
-            rows.append(("memoryGib too small for the model (1 GiB)", f"`up` failed in {ns['failed_up_s']} s: "
+            rows.append(("memoryGib too small for the model (1.5 GiB, KV cache 2 GiB)", f"`up` failed in {ns['failed_up_s']} s: "
                          f"`{ns['up_said'].split('wait-ready: ', 1)[-1][:240]}`; the next preview: "
                          f"`{ns['preview_said'][:200]}`"))
             rows.append(("the model OOM-killed after up (a 7 GiB allocation in its container)", "preview --refresh: "
