@@ -17,7 +17,7 @@ from components.storage import layout, tls
 from components.config import hosts as hosts_cfg, kube as kube_cfg, models as models_cfg
 from components.config.reader import Reader
 from components.config.rules import FORBIDDEN_MOUNT_ROOTS, env_map, inside
-from components.config.schema import NAMESPACE
+from components.config.schema import NAMESPACE, PREFIX_RE, STACK_REF_RE
 from components.config.spec import DEFAULT_CREDENTIAL, ConfigError, HostSpec, ModelSpec, StackConfig
 
 BUCKET_RE = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
@@ -39,6 +39,7 @@ def load(raw: Mapping[str, Any], stack: str, project_dir: str) -> StackConfig:
     v["models"] = () if v["role"] == "store" else tuple(models_cfg.parse(
         r, project_dir, list(v["hosts"]), kube_cfg.NODE_PORT_BASE if v["kube"] else 8000,
         models_cfg.KUBE_LOAD_FORMAT if v["kube"] else models_cfg.DEFAULT_LOAD_FORMAT))
+    _store_prefixes(r, v)
     if v["kube"]:
         kube_cfg.check_models(r, v)
     else:
@@ -76,6 +77,44 @@ def _role(r: Reader, v: dict[str, Any]) -> None:
         if r.raw.get("models"):
             r.bad("models", f"<{len(r.raw['models'])} models>", "none with role store (a platform stack serves no "
                                                                 "model: serving stacks name it in store)")
+    v["tenants"] = _tenants(r, v["role"])
+
+
+def _store_prefixes(r: Reader, v: dict[str, Any]) -> None:
+    """With store: every model's prefix is one the store gives this stack (its tenants entry)."""
+    if not v["store"] or "storePrefixes" not in r.raw:
+        return
+    allowed = list(r.raw["storePrefixes"])
+    for m in v["models"]:
+        if m.prefix not in allowed:
+            r.bad(f"models[{m.name}].prefix", m.prefix, f"one of the prefixes the store {v['store']} gives this stack "
+                  f"({', '.join(allowed)}): its operator lists them in rustfs-vllm:tenants")
+
+
+def _tenants(r: Reader, role: str) -> dict[str, tuple[str, ...]]:
+    """``tenants`` of a platform stack: {stack's fully qualified name: its prefixes}, each prefix one tenant's."""
+    raw = r.value("tenants")
+    if raw and role != "store":
+        r.bad("tenants", raw, "unset on a serving stack (a platform stack, role store, lists its tenants)")
+        return {}
+    out: dict[str, tuple[str, ...]] = {}
+    held: dict[str, str] = {}
+    for fqn, prefixes in (raw or {}).items():
+        where = f"tenants.{fqn}"
+        if not STACK_REF_RE.fullmatch(str(fqn)):
+            r.bad("tenants", str(fqn), "keys that are stacks' fully qualified names <organization>/<project>/<stack>")
+            continue
+        if not isinstance(prefixes, list) or not prefixes or not all(
+                isinstance(p, str) and PREFIX_RE.fullmatch(p) for p in prefixes):
+            r.bad(where, prefixes, "a non-empty list of model prefixes, each one path segment of letters, digits, "
+                                   "'.', '_' or '-' (no '/'), not starting with '.'")
+            continue
+        for p in prefixes:
+            if p.lower() in held and held[p.lower()] != fqn:
+                r.bad(where, prefixes, f"prefixes of its own: {p!r} is tenant {held[p.lower()]}'s")
+            held[p.lower()] = fqn
+        out[str(fqn)] = tuple(sorted(set(prefixes)))
+    return out
 
 
 def _storage(r: Reader, v: dict[str, Any], project_dir: str) -> None:
@@ -125,6 +164,8 @@ def _credentials(r: Reader, v: dict[str, Any]) -> None:
     if v["s3_server"] == "rustfs" and v["rustfs_console_enable"] and v["rustfs_console_port"] == v["rustfs_port"]:
         r.bad("rustfsConsolePort", v["rustfs_console_port"], "a port other than rustfsPort")
     v.update(access_key=access_key, secret_key=secret_key, uses_default_credentials=uses_default)
+    if v["store"]:
+        v["store_read_keys"] = (r.raw.get("storeReadAccessKey") or "", r.raw.get("storeReadSecretKey") or "")
     read_keys = r.value("readKeys", "scoped" if v["s3_server"] == "rustfs" or v["store"] else "shared")
     if v["store"] and read_keys != "scoped":
         r.bad("readKeys", read_keys, f"scoped with store (serving hosts get a read key of this stack's own, never "

@@ -42,3 +42,9 @@ def read_raw() -> tuple[dict[str, Any], list[str]]:
 
 def stack_name() -> str:
     return pulumi.get_stack()
+
+
+def stack_fqn() -> str:
+    """This stack's fully qualified name, as owner records, registrations and a store's tenants name it."""
+    # a local backend's stacks belong to "organization" (what the engine says where none is set)
+    return f"{pulumi.get_organization() or 'organization'}/{pulumi.get_project()}/{pulumi.get_stack()}"

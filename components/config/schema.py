@@ -154,9 +154,18 @@ KEYS: tuple[Key, ...] = (
             "the bucket, and nothing else; it exports them for serving stacks that name it in store)."),
     Key("store", str, "", "a stack's fully qualified name <organization>/<project>/<stack>",
         "A platform stack (role: store) whose S3 server and bucket this stack uses, by reference (a "
-        "StackReference): its endpoint, bucket, CA and admin key come from that stack's outputs, so s3Server, "
-        "rustfsEndpoint, rustfsCaBundle, bucket, rustfsAccessKey and rustfsSecretKey are not set here; serving "
-        "hosts get this stack's own read key (readKeys scoped).", pattern=STACK_REF_RE, empty_ok=True),
+        "StackReference): its endpoint, bucket and CA come from that stack's outputs, so s3Server, "
+        "rustfsEndpoint, rustfsCaBundle, bucket, rustfsAccessKey and rustfsSecretKey are not set here; the keys "
+        "are this stack's own (storeKey, from that stack's tenants), and serving hosts read with its read key.", pattern=STACK_REF_RE, empty_ok=True),
+    Key("tenants", dict, {}, "a map of serving stacks' fully qualified names to lists of model prefixes",
+        "With role store: the serving stacks that may use this store and the model prefixes each may hold, e.g. "
+        "{acme/rustfs-vllm/team-a: [team-a]}. `up` makes each one a RustFS user of its own allowed to write, list "
+        "and delete only under its prefixes, and a read key for its serving hosts; scripts/tenant-key gives a "
+        "stack its keys (storeKey). A prefix belongs to one tenant."),
+    _secret("storeKey", "", "the value scripts/tenant-key sets (set it with --secret)",
+            "With store: this stack's own keys on that store (JSON: access_key, secret_key, read_access_key, "
+            "read_secret_key), set by `scripts/tenant-key <platform stack> <this stack>`. The store's root keys "
+            "never reach a serving stack."),
     _bool("takeOverPrefixes", False,
           "Upload under a model prefix whose owner record names another stack that is no longer registered on the "
           "store (destroyed without purge, or lost): the record becomes this stack's. A prefix whose owner is "

@@ -137,6 +137,8 @@ class StackConfig:
     role: str = "serving"                     # role: serving, or store (a platform stack: server and bucket only)
     store: str = ""                           # store: the platform stack this one uses by reference ("" = none)
     take_over_prefixes: bool = False          # takeOverPrefixes: a prefix whose owner is no longer registered
+    tenants: dict[str, tuple[str, ...]] = field(default_factory=dict)   # tenants (role store): stack -> prefixes
+    store_read_keys: tuple[str, str] = ("", "")   # storeKey's read pair (with store): what serving hosts read with
 
     def model(self, name: str) -> ModelSpec:
         return next(m for m in self.models if m.name == name)

@@ -23,6 +23,7 @@ class BucketArgs:
     store: str = ""                  # where the objects live (server kind and volume, or endpoint)
     ca_bundle: str = ""              # rustfsCaBundle ("" = the system's CAs)
     server: pulumi.Input[str] = ""   # the S3 server's container (S3Side.instance): a new one is checked again
+    probe: str = ""                  # a tenant's key: bucket/prefix/ it lists instead of HeadBucket ("" = root keys)
 
 
 class Bucket(pulumi.ComponentResource):
@@ -36,6 +37,7 @@ class Bucket(pulumi.ComponentResource):
             **({"server": args.server} if args.server else {}),
             "access_key": pulumi.Output.secret(args.access_key), "secret_key": pulumi.Output.secret(args.secret_key),
             **({"ca_bundle": args.ca_bundle} if args.ca_bundle else {}),  # absent when unset: no diff for old stacks
+            **({"probe": args.probe} if args.probe else {}),
         }, pulumi.ResourceOptions(parent=self, depends_on=opts.depends_on if opts else None))
         self.name = self.resource.id
         self.adopted = self.resource.adopted

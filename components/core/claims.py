@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from components.config.schema import NAMESPACE
 from components.config.spec import StackConfig
-from components.core.store import stack_fqn
+from components.config.runtime import stack_fqn
 from components.storage import owners, s3
 
 

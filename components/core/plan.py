@@ -17,8 +17,10 @@ import pulumi
 
 from components.core import policy_facts
 from components.core.smoke import SmokeTest, SmokeTestArgs
-from components.core.store import build_platform, build_store, stack_fqn
+from components.config.runtime import stack_fqn
+from components.core.store import build_platform, build_store
 from components.core.target import Keys, Served, Store, Target
+from components.core.tenants import tenants_export
 
 
 class Plan(pulumi.ComponentResource):
@@ -60,14 +62,14 @@ class Plan(pulumi.ComponentResource):
         return out
 
     def store_exports(self) -> dict[str, Any]:
-        """A platform stack's outputs: what a serving stack's ``store`` reads (components/config/store_ref.py),
-        the admin key a secret."""
+        """A platform stack's outputs: what a serving stack's ``store`` reads (components/config/store_ref.py).
+        No key: every stack that reads them holds them all in its state (scripts/tenant-key hands each
+        tenant its own)."""
         cfg, store = self.cfg, self.store
         ca = open(cfg.ca_bundle, encoding="utf-8").read() if cfg.ca_bundle else ""
         return {"role": "store", "s3_server": store.server.kind, "s3_endpoint": store.server.endpoint,
                 "bucket": store.bucket.name, "store_stack": stack_fqn(), "store_endpoint": cfg.rustfs_endpoint,
-                "store_bucket": store.bucket.name, "store_ca": ca,
-                "store_admin": pulumi.Output.secret({"access_key": cfg.access_key, "secret_key": cfg.secret_key})}
+                "store_bucket": store.bucket.name, "store_ca": ca, "store_tenants": tenants_export(cfg)}
 
     def smoke_completions(self) -> dict[str, Any]:
         """{model: text}, or {model: {place: text}} where a model runs at several named places."""

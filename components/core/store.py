@@ -20,6 +20,7 @@ import os
 
 import pulumi
 
+from components.config.runtime import stack_fqn
 from components.config.spec import StackConfig
 from components.core.bucket import Bucket, BucketArgs
 from components.core.model_upload import ModelUpload, ModelUploadArgs
@@ -29,11 +30,13 @@ from components.providers.read_grant import ReadGrantResource
 from components.providers.read_key import ReadKeyResource
 from components.providers.store_records import StoreGuardResource, StoreTenantResource
 from components.storage import read_policy
+from components.core.tenants import build_tenants
 
 
 def credential_check(server: S3Side, name: str, cfg: StackConfig, keys: Keys) -> CredentialCheckResource:
     """The check of ``server`` (its child, named ``<name>-credentials``), after it answers."""
     return CredentialCheckResource(f"{name}-credentials", {
+        **probe(cfg),
         "endpoint": cfg.rustfs_endpoint, "kind": cfg.s3_server, "defaults_allowed": cfg.uses_default_credentials,
         "server": server.instance, "access_key": keys.access_key, "secret_key": keys.secret_key,
         **({"ca_bundle": cfg.ca_bundle} if cfg.ca_bundle else {}),
@@ -47,7 +50,9 @@ def build_store(owner: pulumi.Resource, cfg: StackConfig, server: S3Side, keys: 
     stops `up` before a bucket or an object is made."""
     credentials = credential_check(server, "s3", cfg, keys)
     after_server = pulumi.ResourceOptions(parent=owner, depends_on=[*server.ready, credentials])
-    read = scoped_read_key(owner, cfg, server, keys, after_server) if cfg.read_keys == "scoped" else None
+    # on a platform's store the keys are the stack's own (storeKey): its read key is the store's to make
+    read = scoped_read_key(owner, cfg, server, keys, after_server) \
+        if cfg.read_keys == "scoped" and not cfg.store else None
     if read:
         after_server = pulumi.ResourceOptions(parent=owner, depends_on=[*server.ready, credentials, read[1]])
     bucket = the_bucket(cfg, server, keys, cfg.purge_on_destroy, after_server)
@@ -61,6 +66,9 @@ def build_store(owner: pulumi.Resource, cfg: StackConfig, server: S3Side, keys: 
         StoreTenantResource("store-tenant", {
             **s3_props(cfg, keys), "bucket": bucket.name, "stack": stack_fqn(), "server": server.instance,
             "prefixes": sorted(m.prefix for m in cfg.models)}, after_server)
+    if cfg.store:
+        given = Keys(*(pulumi.Output.secret(k) for k in cfg.store_read_keys))
+        return Store(server, credentials, bucket, uploads, given, given_by=cfg.store)
     if not read:
         return Store(server, credentials, bucket, uploads, keys)
     read_key, read_grant = read
@@ -70,17 +78,17 @@ def build_store(owner: pulumi.Resource, cfg: StackConfig, server: S3Side, keys: 
     return Store(server, credentials, bucket, uploads, read_keys, read_key)
 
 
+def probe(cfg: StackConfig) -> dict:
+    """With a tenant's key (store): where its checks look (its first prefix: it may neither list the buckets
+    nor head the bucket, components/storage/tenant_policy.py); {} with root keys."""
+    return {"probe": f"{cfg.bucket}/{cfg.models[0].prefix}/"} if cfg.store and cfg.models else {}
+
+
 def the_bucket(cfg: StackConfig, server: S3Side, keys: Keys, purge: bool, opts: pulumi.ResourceOptions) -> Bucket:
     """The stack's bucket on ``server`` (serving and platform stacks alike; a platform stack never purges)."""
-    return Bucket("bucket", BucketArgs(
+    return Bucket("bucket", BucketArgs(probe=probe(cfg).get("probe", ""),
         endpoint=cfg.rustfs_endpoint, bucket=cfg.bucket, access_key=keys.access_key, secret_key=keys.secret_key,
         purge=purge, store=server.store, ca_bundle=cfg.ca_bundle, server=server.instance), opts)
-
-
-def stack_fqn() -> str:
-    """This stack's fully qualified name, as owner records and registrations name it."""
-    # a local backend's stacks belong to "organization" (what the engine says where none is set)
-    return f"{pulumi.get_organization() or 'organization'}/{pulumi.get_project()}/{pulumi.get_stack()}"
 
 
 def s3_props(cfg: StackConfig, keys: Keys) -> dict:
@@ -89,14 +97,17 @@ def s3_props(cfg: StackConfig, keys: Keys) -> dict:
 
 
 def build_platform(owner: pulumi.Resource, cfg: StackConfig, server: S3Side, keys: Keys) -> Store:
-    """A platform stack's store (role store): the check and the bucket, no model, no read key; and the guard
-    whose delete (destroy runs it before the server's) refuses while serving stacks are registered."""
+    """A platform stack's store (role store): the check and the bucket, no model; its tenants' keys
+    (components/core/tenants.py); and the guard whose delete (destroy runs it before the server's) refuses
+    while serving stacks are registered."""
     credentials = credential_check(server, "s3", cfg, keys)
     after_server = pulumi.ResourceOptions(parent=owner, depends_on=[*server.ready, credentials])
     bucket = the_bucket(cfg, server, keys, False, after_server)
+    grants = build_tenants(owner, cfg, server, s3_props(cfg, keys), after_server)
+    # the guard's delete runs first at destroy (it waits on the grants): it names every stack still there
     StoreGuardResource("store-guard", {**s3_props(cfg, keys), "bucket": bucket.name, "stack": stack_fqn(),
                                        "server": server.instance},
-                       pulumi.ResourceOptions(parent=owner, depends_on=[*server.ready, credentials, bucket]))
+                       pulumi.ResourceOptions(parent=owner, depends_on=[*server.ready, credentials, bucket, *grants]))
     return Store(server, credentials, bucket, {}, keys)
 
 

@@ -62,6 +62,7 @@ class Store:
     uploads: dict[str, ModelUpload]         # model name -> its upload
     read_keys: Keys                         # what serving hosts and pods read with (scoped, or the root keys)
     read_key: Optional[ReadKeyResource] = None   # readKeys scoped: the resource that made read_keys
+    given_by: str = ""                      # store: the platform stack that made read_keys (its tenant's read key)
 
     @property
     def ready(self) -> list[pulumi.Resource]:
@@ -70,6 +71,9 @@ class Store:
     @property
     def read_keys_note(self) -> str:
         """The ``read_keys`` output: who holds which key on the serving side."""
+        if self.given_by:
+            return (f"scoped: serving hosts and pods hold a read-only key for this stack's model prefixes, made by "
+                    f"the store {self.given_by} (storeKey)")
         if self.read_key is None:
             return "shared: serving hosts and pods hold the S3 server's root keys (readKeys shared)"
         return "scoped: serving hosts and pods hold a read-only key for this stack's model prefixes (readKeys scoped)"

@@ -432,7 +432,9 @@ def keeper_down(name: str) -> str:
         state = (answer or {}).get("State") or {} if status == 200 else {}
         if status != 200 or state.get("Running"):
             return ""
-        status, raw = api("GET", f"/containers/{urllib.parse.quote(name)}/logs?stdout=1&stderr=1&tail=5")
+        # (the root step's own lines go to stdout, which Python flushes only at the keeper's exit: they come
+        # after its last words, six of them for six tries; tried: tail=5 held none of the keeper's lines)
+        status, raw = api("GET", f"/containers/{urllib.parse.quote(name)}/logs?stdout=1&stderr=1&tail=60")
     except DockerError:
         return ""
     lines = [ln.split("rustfs-vllm: ", 1)[-1] for ln in _demux(raw if isinstance(raw, str) else "").splitlines()

@@ -26,6 +26,15 @@ from components.errors import ProviderError
 REPLACE_ON = ("endpoint", "bucket")
 
 
+def look(c: Any, props: dict[str, Any], bucket: str) -> None:
+    """Raises when ``bucket`` is not there: HeadBucket, or with a tenant's key (``probe``: bucket/prefix/, which
+    may not head the bucket) a listing of its own prefix."""
+    if props.get("probe"):
+        c.list_objects_v2(Bucket=bucket, Prefix=props["probe"].split("/", 1)[1], MaxKeys=1)
+    else:
+        c.head_bucket(Bucket=bucket)
+
+
 class BucketProvider(Provider):
     def check(self, olds: dict[str, Any], news: dict[str, Any]) -> CheckResult:
         failures = []
@@ -44,10 +53,13 @@ class BucketProvider(Provider):
         bucket = props["bucket"]
         adopted = True
         try:
-            c.head_bucket(Bucket=bucket)
+            look(c, props, bucket)
         except Exception as exc:  # noqa: BLE001 - classified below
             if not s3.is_missing(exc):
                 raise ProviderError(s3.explain(exc, props["endpoint"], f"bucket {bucket}")) from None
+            if props.get("probe"):
+                raise ProviderError(f"bucket {bucket}: the store at {props['endpoint']} has no such bucket; its "
+                                    "platform stack makes it: run `pulumi up` there, then here") from None
             adopted = False
             try:
                 c.create_bucket(Bucket=bucket)
@@ -59,7 +71,7 @@ class BucketProvider(Provider):
     def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
         replaces = [k for k in REPLACE_ON if olds.get(k) != news.get(k)]
         changed = replaces or any(olds.get(k) != news.get(k)
-                                    for k in ("access_key", "secret_key", "purge", "store", "ca_bundle", "server"))
+                                    for k in ("access_key", "secret_key", "purge", "store", "ca_bundle", "server", "probe"))
         return DiffResult(changes=bool(changed), replaces=replaces, delete_before_replace=False)
 
     def update(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
@@ -72,7 +84,7 @@ class BucketProvider(Provider):
     def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
         c = s3.client_for(props)
         try:
-            c.head_bucket(Bucket=id_)
+            look(c, props, id_)
         except Exception as exc:  # noqa: BLE001
             if s3.is_missing(exc):
                 return ReadResult(None, {})

@@ -32,12 +32,20 @@ from components.dynamic import secret_outputs
 from components.errors import ProviderError
 
 DEFAULT_KEY = "rustfsadmin"
-INPUTS = ("endpoint", "access_key", "secret_key", "defaults_allowed", "server", "kind", "ca_bundle", "wait_seconds")
+INPUTS = ("endpoint", "access_key", "secret_key", "defaults_allowed", "server", "kind", "ca_bundle", "wait_seconds",
+          "probe")
 
 
-def _works(props: dict[str, Any], access: str, secret: str) -> tuple[bool, BaseException | None]:
+def _works(props: dict[str, Any], access: str, secret: str, probe: str = "") -> tuple[bool, BaseException | None]:
+    """Whether the server takes the keys: they list the buckets, or (``probe``: bucket/prefix/, a tenant's key,
+    which may list only its prefixes) that prefix."""
     try:
-        s3.client_for({**props, "access_key": access, "secret_key": secret}, retries=2).list_buckets()
+        c = s3.client_for({**props, "access_key": access, "secret_key": secret}, retries=2)
+        if probe:
+            bucket, prefix = probe.split("/", 1)
+            c.list_objects_v2(Bucket=bucket, Prefix=prefix, MaxKeys=1)
+        else:
+            c.list_buckets()
         return True, None
     except Exception as exc:  # noqa: BLE001 - classified by the caller
         return False, exc
@@ -57,7 +65,7 @@ def check_until(props: dict[str, Any]) -> None:
 
 def check(props: dict[str, Any]) -> None:
     endpoint, kind = props["endpoint"], props.get("kind") or "external"
-    ok, exc = _works(props, props["access_key"], props["secret_key"])
+    ok, exc = _works(props, props["access_key"], props["secret_key"], props.get("probe") or "")
     if exc is not None and s3.error_code(exc) not in s3.AUTH_CODES:
         raise ProviderError(s3.explain(exc, endpoint, "credential check"))
     defaults_allowed = bool(props.get("defaults_allowed"))

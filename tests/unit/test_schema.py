@@ -33,7 +33,8 @@ def test_unset_keys_get_the_declared_defaults(tmp_path):
     checked = 0
     for k in schema.KEYS:
         if k.default in (schema.COMPUTED, None) or k.name in ("environment", "hosts", "models", "rcloneBinary", "target",
-                                                                         "balancerImage"):   # no longer used
+                                                                         "balancerImage",    # no longer used
+                                                                         "storeKey"):        # store_ref reads it
             continue
         if k.name in KUBE_KEYS:   # target kubernetes only: tests/unit/test_kube.py checks their defaults
             continue
