@@ -19,7 +19,7 @@ import pulumi
 from components.config.spec import KubeSpec, ModelSpec, StackConfig
 from components.core.outputs import curl, metrics, router_outputs
 from components.core.target import Keys, S3Side, Served, Store, Target
-from components.kube import preflight
+from components.kube import image_pin, preflight
 from components.kube.cluster import KubeCluster, KubeClusterArgs
 from components.kube.model import KubeModel, KubeModelArgs
 from components.kube.mount import KubeMount, KubeMountArgs
@@ -38,6 +38,7 @@ class KubeTarget(Target):
         self.kube: KubeSpec = cfg.kube  # type: ignore[assignment]
         self.models: dict[str, KubeModel] = {}
         self.router: KubeRouter | None = None
+        self.mount_image = self.kube.rclone_image   # what the mount pods run (serve pins it by digest)
 
     @classmethod
     def accepts(cls, cfg: StackConfig) -> bool:
@@ -66,6 +67,9 @@ class KubeTarget(Target):
                       endpoint=self.server.endpoint, kind=self.server.kind, store=store, check_wait_seconds=300)
 
     def serve(self, owner: pulumi.ComponentResource, store: Store, keys: Keys) -> list[Served]:
+        if any(m.load_format != streamer.LOAD_FORMAT for m in self.cfg.models):   # the mounts' pods: by digest
+            self.mount_image, why = image_pin.pinned(self.kube.rclone_image)
+            pulumi.log.info(image_pin.line(self.kube.rclone_image, self.mount_image, why))
         if store.read_key is not None:      # readKeys scoped: the pods read the readers' Secret
             self.cluster.use_read_keys(keys.access_key, keys.secret_key)
         served = []
@@ -97,7 +101,7 @@ class KubeTarget(Target):
         if m.load_format != streamer.LOAD_FORMAT:
             after.append(KubeMount(f"mount-{m.prefix}", KubeMountArgs(
                 cluster=self.cluster, name_prefix=cfg.name_prefix, model=m.name, prefix=m.prefix,
-                bucket=store.bucket.name, endpoint=self.server.cluster_endpoint, image=kube.rclone_image,
+                bucket=store.bucket.name, endpoint=self.server.cluster_endpoint, image=self.mount_image,
                 mount_path=cfg.mount_path, cache_dir=f"{cfg.mount_cache_dir}/{m.prefix}",
                 flags=cfg.mount_flags, revision=upload.revision, has_ca=bool(cfg.ca_bundle)),
                 pulumi.ResourceOptions(parent=owner, depends_on=[upload])).daemonset)

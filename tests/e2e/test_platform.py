@@ -149,6 +149,7 @@ def test_a_platform_stack_and_two_serving_stacks_share_one_store(tmp_path: Path)
         }
         answers = {what: refused(fn) for what, fn in attempts.items()}
         assert all(code == "AccessDenied" for code in answers.values()), answers
+        results: dict = {"refused_to_tenant_a": answers}
         before = {o["Key"]: o["ETag"] for o in c.list_objects_v2(Bucket=BUCKET, Prefix="team-b/")["Contents"]}
         ka.delete_objects(Bucket=BUCKET, Delete={"Objects": [{"Key": k} for k in before]})
         assert {o["Key"]: o["ETag"] for o in c.list_objects_v2(Bucket=BUCKET, Prefix="team-b/")["Contents"]} == before
@@ -162,6 +163,7 @@ def test_a_platform_stack_and_two_serving_stacks_share_one_store(tmp_path: Path)
         text = said.stdout + said.stderr
         assert said.returncode != 0 and f"that store has no tenant {fqn(stranger)}" in text \
             and f"scripts/tenant-key {ref} {fqn(stranger)}" in text, text[-3000:]
+        results["stranger_preview"] = next(ln.strip() for ln in text.splitlines() if "that store has no tenant" in ln)
         clash = serving_stack(f"tenant-c-{tag}", serving_config(f"tenant-c-{tag}", ref, "team-a", "test", tmp_path))
         stacks.append(clash)
         assert tenant_key(platform, fqn(clash)).returncode == 0
@@ -179,6 +181,8 @@ def test_a_platform_stack_and_two_serving_stacks_share_one_store(tmp_path: Path)
         blocked = platform.run("up", "--yes", "--skip-preview", check=False)
         said_ = blocked.stdout + blocked.stderr
         assert blocked.returncode != 0 and f"tenant {fqn(b)} still uses this store" in said_, said_[-3000:]
+        results["registered_tenant_removal"] = next(ln.strip() for ln in said_.splitlines()
+                                                    if f"tenant {fqn(b)} still uses this store" in ln)
         assert b.outputs()["smoke_completions"]["smollm2"].strip()
 
         # 5. b goes with its data while a client polls a: a never fails; then the platform takes b's keys
@@ -203,6 +207,8 @@ def test_a_platform_stack_and_two_serving_stacks_share_one_store(tmp_path: Path)
         platform.run("destroy", "--yes", "--skip-preview", label="platform_destroy")
         left = s3_under_test.volume_objects(volume)
         assert f"{BUCKET}/team-a/model.safetensors" in left, sorted(left)[:10]
+        results.update(multi_delete_kept=len(before), timings={**platform.timings, **a.timings, **b.timings})
+        (ROOT / ".state" / f"platform-tenants-{s3_under_test.KIND}.json").write_text(json.dumps(results, indent=1))
     finally:
         for s in stacks:
             s.teardown(f"rvllm-{s.name}-data")

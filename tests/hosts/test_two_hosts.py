@@ -8,7 +8,8 @@ from Debian's docker-registry on 127.0.0.1:5005 (kept between runs, as are the h
 They share this machine's network, so their s3Endpoint is this machine's loopback (a real host
 would name the S3 server's address).
 
-One model ("both") on hosts a and b, one ("one") on host a only. Steps, on one stack:
+One model ("both") on hosts a and b, one ("one") on host a only, and later one ("copied") on host b from a
+local copy. Steps, on one stack:
   preview -> up -> completions from every host through its own read-only mount, and through the
   model's entry point, spread over both hosts -> no-change up
   -> change "one" (touches only host a's "one") -> kill rclone of "both" on host b while host a
@@ -18,7 +19,8 @@ One model ("both") on hosts a and b, one ("one") on host a only. Steps, on one s
   this machine) keeps answering from a, preview and up fail naming it,
   destroy cleans host a and fails for b -> b back: destroy with purgeOnDestroy set right before it ends
   with no container or mount on any host, each host's VFS cache and the models' objects removed.
-  Between: host b's check of its mounts fails -> one warning, nothing mounted again.
+  Between: host b's check of its mounts fails -> one warning, nothing mounted again; "copied" is added on
+  host b (its local copy made there from the bucket), and the purge removes that copy too.
 """
 from __future__ import annotations
 
@@ -241,6 +243,20 @@ def test_two_hosts(env):
     assert len(warned) == 1 and "host b:" in warned[0] and "exit status 126" in warned[0], proc.stdout[-3000:]
     env["timings"]["mount_check_failed_warning"] = warned[0].strip()
 
+    # 5f. a third model, "copied", on host b from a local copy (loadFormat local_copy): the copy is made on
+    #     b's disk from the bucket and served; purge at step 7 removes it (issue 45)
+    data = yaml.safe_load(env["cfg_file"].read_text())
+    data["config"]["rustfs-vllm:models"].append({**data["config"]["rustfs-vllm:models"][0], "name": "copied",
+                                                 "prefix": "copied", "port": 8103, "hosts": ["b"],
+                                                 "loadFormat": "local_copy"})
+    env["cfg_file"].write_text(yaml.safe_dump(data, sort_keys=False))
+    stack.run("up", "--yes", "--skip-preview", label="up_local_copy_on_b")
+    assert complete(url("b", 8103), "copied") == answers[("a", "both")]
+    cache_b = next(r["outputs"]["cache_root"] for r in stack.state()["deployment"]["resources"]
+                   if r["type"].endswith("PurgeOrder") and r["outputs"]["host"] == "b")
+    copy_b = on_host("b", f"ls -d {cache_b}/copied/copy/* 2>/dev/null || true").split()   # <cache>/<prefix>/copy/<rev>
+    assert copy_b, "no local copy on host b"
+
     # 6. host b goes down (sshd, Docker and mounts gone): preview and up stop before changing
     #    anything, naming the host; destroy removes what it can on host a and fails for b's resources;
     #    once b is back, destroy finishes.
@@ -286,9 +302,11 @@ def test_two_hosts(env):
         assert rclone_mounts(h) == [], h
         assert on_host(h, f"ls -A /var/lib/rustfs-vllm/{env['prefix']} 2>/dev/null || true").strip() == ""
         assert on_host(h, f"test -e {caches[h]} && echo left || echo gone").strip() == "gone", (h, caches[h])
+    assert on_host("b", f"ls -d {' '.join(copy_b)} 2>/dev/null || true").strip() == "", copy_b   # the copy too
     left = s3_under_test.volume_objects(env["volume"])
-    assert not [k for k in left if k.split("/")[1:2] in (["both"], ["one"])], sorted(left)[:10]
-    env["timings"]["purge_on_ssh_hosts"] = {"caches_removed": sorted(caches.values()), "objects_left": len(left)}
+    assert not [k for k in left if k.split("/")[1:2] in (["both"], ["one"], ["copied"])], sorted(left)[:10]
+    env["timings"]["purge_on_ssh_hosts"] = {"caches_removed": sorted(caches.values()), "copies_removed": copy_b,
+                                            "objects_left": len(left)}
 
 
 def _read_key_on_hosts(env: dict, models: dict[str, set[str]]) -> dict:

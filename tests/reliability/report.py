@@ -261,8 +261,19 @@ def in_sight_rows(state, kind: str, other: str) -> list[str]:
             p = hosts["purge_on_ssh_hosts"]
             rows.append(("purgeOnDestroy set right before destroy, two SSH hosts (host b down at the first)",
                          "each host's VFS cache removed (" + ", ".join(sorted(set(p["caches_removed"])))
-                         + " on each; b's at the destroy after it came back: its order stayed in the state); the "
-                         f"models' objects removed; {p['objects_left']} other objects kept"))
+                         + " on each; b's at the destroy after it came back: its order stayed in the state)"
+                         + (f", host b's local copy of model copied ({', '.join(p['copies_removed'])}) removed"
+                            if p.get("copies_removed") else "")
+                         + f"; the models' objects removed; {p['objects_left']} other objects kept"))
+        tenants = _load(state / f"platform-tenants-{server}.json")
+        if tenants.get("refused_to_tenant_a"):
+            answers = tenants["refused_to_tenant_a"]
+            rows.append(("one tenant's key under another tenant's prefix (a platform store, two serving stacks)",
+                         ", ".join(f"{k}: {v}" for k, v in answers.items()) + f"; a multi-object DELETE of the other's "
+                         f"{tenants['multi_delete_kept']} objects deleted none; neither serving stack's state holds the "
+                         "root keys or the other's keys"))
+            rows.append(("a tenant taken out of `tenants` while registered", f"`{tenants['registered_tenant_removal']}`"
+                         .replace("error: ", "")[:300]))
     out = [IN_SIGHT, "| case | figure |", "| --- | --- |"] + [f"| {c} | {f.replace('|', '/')} |" for c, f in rows]
     privileges = _load(state / "keeper-privileges.json")
     if privileges:

@@ -311,3 +311,26 @@ def test_the_store_node_label_keeps_rustfs_and_the_serving_pods_apart(tmp_path):
     every = kube_preflight.check(cfg, connect=ok, nodes=sizes, labels=lambda _: {n: {"role": "store"} for n in "ab"})
     assert len(every) == 1 and "every node does" in every[0], every
     assert kube_preflight.check(cfg, connect=ok, nodes=sizes, labels=lambda _: {"a": {"role": "store"}, "b": {}}) == []
+
+
+def test_the_mount_pods_run_rclone_image_by_the_digest_its_registry_gives():
+    from components.kube import image_pin
+    from components.mounting.keeper_tool import DockerError
+
+    digest = "sha256:" + "ab" * 32
+    asked = []
+
+    def registry(image):
+        asked.append(image)
+        return digest
+    assert image_pin.pinned("reg.example:5000/rustfs-vllm/rclone-mount:1.75.2", registry) == \
+        (f"reg.example:5000/rustfs-vllm/rclone-mount@{digest}", "")
+    assert image_pin.pinned("reg.example:5000/rclone-mount", registry)[0] == f"reg.example:5000/rclone-mount@{digest}"
+    pinned = f"reg.example/rclone-mount@{digest}"
+    assert image_pin.pinned(pinned, registry) == (pinned, "") and len(asked) == 2   # given by digest: not asked
+
+    def unreachable(image):
+        raise DockerError("500 Get \"https://registry-1.docker.io/v2/\": no such host")
+    ref, why = image_pin.pinned("rustfs-vllm/rclone-mount:1.75.2", unreachable)
+    assert ref == "rustfs-vllm/rclone-mount:1.75.2" and "no such host" in why
+    assert image_pin.line("x:1", ref, why).startswith("mount pods run rcloneImage x:1 by its tag: this machine's Docker")
