@@ -56,8 +56,12 @@ def docker_io_hosts(c: Config) -> str:
 
 
 def registry_hosts(c: Config) -> str:
+    # the CA under a [host] table: containerd 1.6.20 ignored a top-level `ca` (a pull by the registry's own name,
+    # e.g. a mount pod's rcloneImage pinned by digest, failed "x509: certificate signed by unknown authority")
     return f"""server = "https://{c.reg_addr}"
-ca = "{c.pki}/ca.crt"
+[host."https://{c.reg_addr}"]
+  capabilities = ["pull", "resolve"]
+  ca = "{c.pki}/ca.crt"
 """
 
 

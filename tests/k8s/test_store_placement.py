@@ -1,6 +1,7 @@
 """RustFS kept off the serving nodes (issue 45, kubeStoreNodeLabel) on the real two-node test cluster:
-node b carries the label, so RustFS's pod runs on b and the serving pods (vLLM, the mount DaemonSet) only
-on a; the model serves through node a's NodePort; destroy; the label removed. Preview first refuses a
+node a carries the label (the test cluster's local volumes are on a: RustFS's claim binds only there), so
+RustFS's pod runs on a and the serving pods (vLLM, the mount DaemonSet) only on b; the model serves through a
+NodePort; destroy; the label removed. Preview first refuses a
 label that no node carries, naming the nodes.
 
 And the mount pods by digest (issue 45): rcloneImage names the cluster's registry by tag; preview says the
@@ -55,7 +56,7 @@ def test_rustfs_runs_apart_from_the_serving_pods(cluster, tmp_path):
         said = refused.stdout + refused.stderr
         assert refused.returncode != 0 and f"kubeStoreNodeLabel = '{LABEL}=store' is invalid: a label some node " \
             "carries" in said, said[-3000:]
-        kubectl("label", "node", names["b"], f"{LABEL}=store", "--overwrite")
+        kubectl("label", "node", names["a"], f"{LABEL}=store", "--overwrite")
         said = stack.run("preview").stdout
         [pin] = [ln for ln in said.splitlines() if "mount pods run rcloneImage" in ln][:1]
         assert f"mount pods run rcloneImage {RCLONE_IMAGE} as {REGISTRY}/rustfs-vllm/rclone-mount@sha256:" in pin, said
@@ -64,9 +65,9 @@ def test_rustfs_runs_apart_from_the_serving_pods(cluster, tmp_path):
         where = {p["metadata"]["labels"]["app.kubernetes.io/component"]: p["spec"]["nodeName"]
                  for p in kget("pods", "-n", ns)["items"] if p["status"].get("phase") == "Running"}
         [s3] = [p["spec"]["nodeName"] for p in pods(ns, "app.kubernetes.io/component=s3-server")]
-        assert s3 == names["b"], where
+        assert s3 == names["a"], where
         serving = pods(ns, "app.kubernetes.io/component=vllm") + pods(ns, "app.kubernetes.io/component=mount")
-        assert serving and {p["spec"]["nodeName"] for p in serving} == {names["a"]}, where
+        assert serving and {p["spec"]["nodeName"] for p in serving} == {names["b"]}, where
         mounts = pods(ns, "app.kubernetes.io/component=mount")
         assert {c["image"] for p in mounts for c in p["spec"]["containers"]} == \
             {f"{REGISTRY}/rustfs-vllm/rclone-mount@{digest}"}, mounts
@@ -77,5 +78,5 @@ def test_rustfs_runs_apart_from_the_serving_pods(cluster, tmp_path):
     finally:
         stack.run("destroy", "--yes", "--skip-preview", check=False, timeout=1200)
         stack.remove()
-        kubectl("label", "node", names.get("b", "b"), f"{LABEL}-", check=False)
+        kubectl("label", "node", names.get("a", "a"), f"{LABEL}-", check=False)
         kubectl("delete", "namespace", ns, "--wait=false", check=False)

@@ -272,8 +272,8 @@ def in_sight_rows(state, kind: str, other: str) -> list[str]:
                          ", ".join(f"{k}: {v}" for k, v in answers.items()) + f"; a multi-object DELETE of the other's "
                          f"{tenants['multi_delete_kept']} objects deleted none; neither serving stack's state holds the "
                          "root keys or the other's keys"))
-            rows.append(("a tenant taken out of `tenants` while registered", f"`{tenants['registered_tenant_removal']}`"
-                         .replace("error: ", "")[:300]))
+            said = tenants["registered_tenant_removal"].split("error: ", 1)[-1]
+            rows.append(("a tenant taken out of `tenants` while registered", f"the platform's `up` refused: `{said[:300]}`"))
     out = [IN_SIGHT, "| case | figure |", "| --- | --- |"] + [f"| {c} | {f.replace('|', '/')} |" for c, f in rows]
     privileges = _load(state / "keeper-privileges.json")
     if privileges:
