@@ -168,8 +168,8 @@ def _credentials(r: Reader, v: dict[str, Any]) -> None:
         v["store_read_keys"] = (r.raw.get("storeReadAccessKey") or "", r.raw.get("storeReadSecretKey") or "")
     read_keys = r.value("readKeys", "scoped" if v["s3_server"] == "rustfs" or v["store"] else "shared")
     if v["store"] and read_keys != "scoped":
-        r.bad("readKeys", read_keys, f"scoped with store (serving hosts get a read key of this stack's own, never "
-                                     f"the admin key of {v['store']})")
+        r.bad("readKeys", read_keys, f"scoped with store (serving hosts read with the read key {v['store']} made "
+                                     "for this stack, never the store's root keys)")
     if read_keys == "scoped" and v["s3_server"] == "rclone-serve-s3":
         r.bad("readKeys", read_keys, "shared with s3Server rclone-serve-s3 (it has no users or policies to scope a "
                                      "key with)")

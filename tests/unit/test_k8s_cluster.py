@@ -402,7 +402,9 @@ def test_node_files(tmp_path):
     assert read(f"{d}/certs.d/docker.io/hosts.toml") == (
         f'server = "https://registry-1.docker.io"\n[host."https://10.232.0.1:5000"]\n'
         f'  capabilities = ["pull", "resolve"]\n  ca = "{c.pki}/ca.crt"\n')
-    assert read(f"{d}/certs.d/10.232.0.1:5000/hosts.toml") == f'server = "https://10.232.0.1:5000"\nca = "{c.pki}/ca.crt"\n'
+    assert read(f"{d}/certs.d/10.232.0.1:5000/hosts.toml") == (   # the CA under [host]: see node_files.registry_hosts
+        f'server = "https://10.232.0.1:5000"\n[host."https://10.232.0.1:5000"]\n  capabilities = ["pull", "resolve"]\n'
+        f'  ca = "{c.pki}/ca.crt"\n')
     assert read(f"{d}/resolv.conf") == "nameserver 127.0.0.1\n"
     holder = read(f"{d}/holder-init.sh").split("\n")
     assert holder[:6] == ["set -e", "mount --make-rslave /", f"mount --rbind /sys/fs/cgroup {d}/cg", "umount -l /sys",

@@ -108,8 +108,8 @@ def test_a_stack_on_a_store_reads_with_its_given_key_and_only_its_prefixes(tmp_p
     assert cfg.read_keys == "scoped" and cfg.store_read_keys == (KEY["read_access_key"], KEY["read_secret_key"])
     assert cfg.access_key == KEY["access_key"]
     found = problems_of({**raw, "readKeys": "shared"}, tmp_path)
-    assert found == [f"rustfs-vllm:readKeys = 'shared' is invalid: scoped with store (serving hosts get a read key of "
-                     f"this stack's own, never the admin key of {NAME})"]
+    assert found == [f"rustfs-vllm:readKeys = 'shared' is invalid: scoped with store (serving hosts read with the read "
+                     f"key {NAME} made for this stack, never the store's root keys)"]
     raw, _ = resolve({**base, "models": [{"name": "m1", "source": "m1"}, {"name": "m2", "source": "m2",
                                                                           "prefix": "team-b"}]}, tmp_path)
     assert problems_of(raw, tmp_path) == [
