@@ -25,12 +25,12 @@ from components.config.spec import StackConfig
 from components.core.bucket import Bucket, BucketArgs
 from components.core.model_upload import ModelUpload, ModelUploadArgs
 from components.core.target import Keys, S3Side, Store
+from components.core.tenants import build_tenants
 from components.providers.credentials import CredentialCheckResource
 from components.providers.read_grant import ReadGrantResource
 from components.providers.read_key import ReadKeyResource
 from components.providers.store_records import StoreGuardResource, StoreTenantResource
 from components.storage import read_policy
-from components.core.tenants import build_tenants
 
 
 def credential_check(server: S3Side, name: str, cfg: StackConfig, keys: Keys) -> CredentialCheckResource:
@@ -86,9 +86,10 @@ def probe(cfg: StackConfig) -> dict:
 
 def the_bucket(cfg: StackConfig, server: S3Side, keys: Keys, purge: bool, opts: pulumi.ResourceOptions) -> Bucket:
     """The stack's bucket on ``server`` (serving and platform stacks alike; a platform stack never purges)."""
-    return Bucket("bucket", BucketArgs(probe=probe(cfg).get("probe", ""),
+    return Bucket("bucket", BucketArgs(
         endpoint=cfg.rustfs_endpoint, bucket=cfg.bucket, access_key=keys.access_key, secret_key=keys.secret_key,
-        purge=purge, store=server.store, ca_bundle=cfg.ca_bundle, server=server.instance), opts)
+        purge=purge, store=server.store, ca_bundle=cfg.ca_bundle, server=server.instance,
+        probe=probe(cfg).get("probe", "")), opts)
 
 
 def s3_props(cfg: StackConfig, keys: Keys) -> dict:

@@ -30,7 +30,7 @@ def look(c: Any, props: dict[str, Any], bucket: str) -> None:
     """Raises when ``bucket`` is not there: HeadBucket, or with a tenant's key (``probe``: bucket/prefix/, which
     may not head the bucket) a listing of its own prefix."""
     if props.get("probe"):
-        c.list_objects_v2(Bucket=bucket, Prefix=props["probe"].split("/", 1)[1], MaxKeys=1)
+        s3.list_probe(c, props["probe"])
     else:
         c.head_bucket(Bucket=bucket)
 

@@ -42,8 +42,7 @@ def _works(props: dict[str, Any], access: str, secret: str, probe: str = "") -> 
     try:
         c = s3.client_for({**props, "access_key": access, "secret_key": secret}, retries=2)
         if probe:
-            bucket, prefix = probe.split("/", 1)
-            c.list_objects_v2(Bucket=bucket, Prefix=prefix, MaxKeys=1)
+            s3.list_probe(c, probe)
         else:
             c.list_buckets()
         return True, None

@@ -43,6 +43,14 @@ def client_for(props: dict[str, Any], **kwargs: Any) -> Any:
                   **kwargs)
 
 
+def list_probe(c: Any, probe: str) -> None:
+    """One listing of ``probe`` (``bucket/prefix/``): how a tenant's key, which may neither list the buckets nor
+    head the bucket (components/storage/tenant_policy.py), proves that its keys work and that the bucket is
+    there; raises as the server answers."""
+    bucket, prefix = probe.split("/", 1)
+    c.list_objects_v2(Bucket=bucket, Prefix=prefix, MaxKeys=1)
+
+
 def error_code(exc: BaseException) -> str:
     if isinstance(exc, ClientError):
         return str(exc.response.get("Error", {}).get("Code", ""))
