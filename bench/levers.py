@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import mmap
-import os
 import shutil
 import sys
 import time
@@ -15,8 +14,9 @@ from pathlib import Path
 from typing import Callable
 
 from bench import stats
+from bench.load import ranged_get
 from bench.machine import WORK, drop_caches, log, mount, unmount
-from bench.run import fresh_server, ranged_get, uploaded
+from bench.server import fresh_server, uploaded
 from components.config import DEFAULT_MOUNT_FLAGS
 from components.mounting import warm
 

@@ -77,3 +77,9 @@ def read_sequential(path: Path) -> int:
         while chunk := fh.read(8 * MIB):
             n += len(chunk)
     return n
+
+
+def timed(fn, *args, **kwargs) -> tuple[float, object]:
+    began = time.monotonic()
+    result = fn(*args, **kwargs)
+    return time.monotonic() - began, result
