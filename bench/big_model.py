@@ -1,9 +1,13 @@
-"""A big loadable model for the bench: a Llama architecture of about 1.7B parameters with random
-bfloat16 weights (3.4 GB of safetensors in 4 shards and an index), written by us, with SmolLM2's
-tokenizer and chat template (its vocabulary, 49152, is the model's). vLLM loads it and answers;
-the answers are noise, which is all a bench of the read path needs.
+"""Big loadable models for the bench: the Llama architecture with random bfloat16 weights, written by
+us, with SmolLM2's tokenizer and chat template (its vocabulary, 49152, is the model's). vLLM loads them
+and answers; the answers are noise, which is all a bench of the read path needs. Two sizes (SIZES):
 
-    python -m bench.big_model [--out DIR]      (default: $CACHE/models/llama-1.7b-random)
+- ``big``: llama-1.7b-random, about 1.7B parameters, 3.4 GB of safetensors in 4 shards and an index;
+- ``large``: llama-3.2b-random, about 3.2B parameters (a Llama 3.2 3B's widths: hidden 3072, MLP 8192,
+  24 heads, 8 KV heads of 128; 30 layers), 6.3 GB in 7 shards: the largest this machine's 24 GiB
+  load beside the page cache that holds it twice through the mount.
+
+    python -m bench.big_model [--size big|large] [--out DIR]    (default: $CACHE/models/<name>)
 
 Weights are drawn as bfloat16 bit patterns directly (random sign, exponents 2^-11..2^-6, random
 mantissa, from os.urandom): every value is finite and small, and no float math (nor numpy) is
@@ -32,6 +36,11 @@ CONFIG = {
     "dtype": "bfloat16", "torch_dtype": "bfloat16", "use_cache": True, "initializer_range": 0.02,
 }
 SHARDS = 4
+LARGE_NAME = "llama-3.2b-random"
+LARGE_CONFIG = {**CONFIG, "hidden_size": 3072, "intermediate_size": 8192, "num_hidden_layers": 30,
+                "num_attention_heads": 24, "num_key_value_heads": 8, "head_dim": 128}
+# size -> (folder name, config, shards): each shard about 0.9 GB, as Hugging Face shards a checkpoint
+SIZES = {"big": (NAME, CONFIG, SHARDS), "large": (LARGE_NAME, LARGE_CONFIG, 7)}
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja", "generation_config.json")
 
 
@@ -85,24 +94,30 @@ def write_shard(path: Path, names: list[tuple[str, tuple[int, ...]]]) -> None:
             f.write(bf16_bits(shape, name.endswith("norm.weight")))
 
 
-def build(out: Path, tokenizer_from: Path) -> Path:
+def built(size: str) -> Path:
+    """The model of ``size`` (SIZES) in the cache folder, written first if it is not there yet."""
+    name, config, shards = SIZES[size]
+    return build(cache_dir() / name, cache_dir() / SMOLLM2, config, shards)
+
+
+def build(out: Path, tokenizer_from: Path, config: dict = CONFIG, shards: int = SHARDS) -> Path:
     if (out / ".complete").exists():
         return out
     tmp = out.with_name(out.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
-    all_tensors = tensors()
-    per = -(-len(all_tensors) // SHARDS)
+    all_tensors = tensors(config)
+    per = -(-len(all_tensors) // shards)
     weight_map, total = {}, 0
-    for k in range(SHARDS):
+    for k in range(shards):
         part = all_tensors[k * per:(k + 1) * per]
-        shard = f"model-{k + 1:05d}-of-{SHARDS:05d}.safetensors"
+        shard = f"model-{k + 1:05d}-of-{shards:05d}.safetensors"
         write_shard(tmp / shard, part)
         weight_map |= {name: shard for name, _ in part}
         total += sum(int(math.prod(s)) * 2 for _, s in part)
     (tmp / "model.safetensors.index.json").write_text(json.dumps(
         {"metadata": {"total_size": total}, "weight_map": weight_map}, indent=1))
-    (tmp / "config.json").write_text(json.dumps(CONFIG, indent=2))
+    (tmp / "config.json").write_text(json.dumps(config, indent=2))
     for name in TOKENIZER_FILES:
         if (tokenizer_from / name).exists():
             shutil.copyfile(tokenizer_from / name, tmp / name)
@@ -114,10 +129,12 @@ def build(out: Path, tokenizer_from: Path) -> Path:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", type=Path, default=cache_dir() / NAME)
+    ap.add_argument("--size", choices=sorted(SIZES), default="big")
+    ap.add_argument("--out", type=Path, help="default: $CACHE/models/<the size's name>")
     ap.add_argument("--tokenizer-from", type=Path, default=cache_dir() / SMOLLM2)
     a = ap.parse_args()
-    path = build(a.out, a.tokenizer_from)
+    name, config, shards = SIZES[a.size]
+    path = build(a.out or cache_dir() / name, a.tokenizer_from, config, shards)
     size = sum(p.stat().st_size for p in path.glob("*.safetensors"))
     print(f"{path}: {size / 1e9:.2f} GB of safetensors")
 

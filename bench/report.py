@@ -8,7 +8,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from bench import stats
+from bench import curve, stats
 from bench.machine import ROOT
 from bench.server import server_name
 
@@ -52,10 +52,32 @@ def write_results(results: dict, kind: str, t_run: float) -> None:
     results["machine_load"] = stats.LOAD.summary()
     results["noisy"] = noisy(results)
     results["run_seconds"] = round(time.monotonic() - t_run)
+    rows = curve.rows(results.get("start", {}))
+    if len(rows) > 1:
+        results["start"]["curve"] = rows
+        picture = ROOT / "docs" / f"perf-start-curve{'' if kind == 'rustfs' else '-' + kind}.png"
+        curve.plot(rows, picture, f"{results['server']}\n{results['commit']}, {results['started']}, "
+                                  f"{stats.SAMPLES} rounds, {results['machine_load'].get('cpus')} cores")
+        results["start"]["curve_png"] = str(picture.relative_to(ROOT))
     out = results_file(kind)
     out.write_text(json.dumps(results, indent=2))
     table(results)
+    curve_table(rows)
     print(f"\nwritten: {out}")
+
+
+def curve_table(rows: list[dict]) -> None:
+    """results["start"]["curve"]: one line per size."""
+    if not rows:
+        return
+    print(f"\n{'size':8} {'GB':>6} {'local ft s':>10} {'cold ft':>8} {'warm ft':>8} {'cold load':>9} "
+          f"{'warm load':>9} {'warmed':>7}")
+    for r in rows:
+        print(f"{r['size']:8} {r['weights_gb']:>6} {r['local_first_token_s']:>10} "
+              + " ".join(f"{r.get(k, ''):>{w}}" for k, w in (
+                  ("cold.first_token_ratio_vs_local", 8), ("warm.first_token_ratio_vs_local", 8),
+                  ("cold.load_ratio_vs_local", 9), ("warm.load_ratio_vs_local", 9),
+                  ("cold.warmed_fraction_at_load_begin", 7))))
 
 
 def table(r: dict) -> None:
@@ -105,10 +127,9 @@ def table(r: dict) -> None:
 
 def start_table(st: dict) -> None:
     """start.<model>: the default path's cold and warm ratios, then every path's phases (medians)."""
-    for name in ("smollm2", "big"):
-        if name not in st:
+    for name, m in st.items():
+        if not isinstance(m, dict) or "detail" not in m:
             continue
-        m = st[name]
         print(f"\nstart, {name} (default path {st.get('default_path')}): ratios vs local disk, median (spread)")
         for temp in ("cold", "warm"):
             for k, v in m[temp].items():

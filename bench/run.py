@@ -1,11 +1,16 @@
-"""make bench: upload, preview, model load and `up`, each against a baseline measured in the same
-run, on the same S3 server and the same data. Every cold or warm read is measured after
+"""make bench: model starts, upload, preview, model load and `up`, each against a baseline measured in
+the same run, on the same S3 server and the same data. Every cold or warm read is measured after
 `echo 3 > /proc/sys/vm/drop_caches`.
 
-usage: python -m bench.run [--server rustfs|standin] [--full] [--skip-vllm] [--skip-big] [--big-only] [--load-only]
-                           [--stack-only] [--before REF] [--hosts]
-vLLM's model load per read path (local disk, our mount cold and warm, the Run:ai Model Streamer from
-the bucket): bench.weights, for SmolLM2 and for the 3.4 GB model of bench.big_model.
+usage: python -m bench.run [--server rustfs|standin] [--full] [--reads] [--sizes large,big,smollm2]
+                           [--skip-vllm] [--load-only] [--stack-only] [--before REF] [--hosts] [--router]
+Quick (the default, issue 46): the curve, vLLM's start per read path (local disk, our mount cold and
+warm) for three model sizes (bench.models.SIZES: the 6.3 GB and 3.4 GB synthetic Llama models of
+bench.big_model and SmolLM2), 5 rounds each; the parts it does not measure are carried over from the
+previous results file with the commit that measured them (``carried``).
+--reads: also the upload and mount read comparisons on a 1 GiB synthetic set and the stack part (the
+quick run before issue 46). --full: all of it with 4 GiB and 5 GiB sets, every read path (the host's
+copy, the Run:ai Model Streamer), the compile-cache restart and the big model's stack.
 Every figure: the median of bench.stats.SAMPLES samples taken A/B interleaved, with min, max and spread.
 --server rustfs (default): real RustFS 1.0.1, the local build rustfs-vllm/rustfs:1.0.1-local, on
 loopback (a container; the stack part runs s3Server: rustfs). --server standin: `rclone serve s3`
@@ -30,7 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench import start, stats, weights  # noqa: E402
 from bench.load import bench_load  # noqa: E402
 from bench.machine import WORK, log  # noqa: E402
-from bench.models import bench_starts, big_model_uploaded  # noqa: E402
+from bench.models import SIZES, bench_starts, model_uploaded  # noqa: E402
 from bench.report import new_results, noisy, results_file, save, table, write_results  # noqa: E402
 from bench.server import MODEL, fresh_server, synthetic_bytes, synthetic_set, uploaded  # noqa: E402
 from bench.stack import bench_before, bench_stack, vs_before  # noqa: E402
@@ -43,17 +48,23 @@ def parse_args() -> argparse.Namespace:
     ap = argparse.ArgumentParser()
     ap.add_argument("--server", choices=("rustfs", "standin"), default="rustfs",
                     help="rustfs: real RustFS (local build); standin: rclone serve s3 (not RustFS)")
-    ap.add_argument("--full", action="store_true", help="4 GiB synthetic set and a 5 GiB model for preview")
-    ap.add_argument("--skip-vllm", action="store_true", help="leave out the vLLM load comparison")
-    ap.add_argument("--skip-big", action="store_true", help="leave out the 3.4 GB model (bench.big_model)")
+    ap.add_argument("--full", action="store_true", help="every part: 4 GiB synthetic set, every read path, the "
+                                                        "compile restart, a 5 GiB model for preview")
+    ap.add_argument("--reads", action="store_true", help="quick, plus the upload and mount read comparisons "
+                                                         "(1 GiB synthetic set) and the stack part")
+    ap.add_argument("--sizes", default=",".join(SIZES),
+                    help=f"the model sizes whose starts are measured, comma-separated (default {','.join(SIZES)})")
+    ap.add_argument("--skip-vllm", action="store_true", help="leave out the vLLM starts")
+    ap.add_argument("--skip-big", action="store_true", help="leave out the synthetic models (SmolLM2 only)")
     ap.add_argument("--big-only", action="store_true",
-                    help="only the 3.4 GB model's upload and loads, added to results-<server>.json as big")
+                    help="only the 3.4 GB model's upload and starts, added to results-<server>.json as big")
     ap.add_argument("--load-only", action="store_true",
                     help="only the mount read comparison, into results-<server>-load.json")
     ap.add_argument("--stack-only", action="store_true", help="only the stack part (up, no-op up, no-op preview)")
     ap.add_argument("--skip-stack", action="store_true", help="leave out the stack part")
     ap.add_argument("--starts-only", action="store_true",
-                    help="only the vLLM starts per read path (section 14): both models, then the compile restart")
+                    help="only the vLLM starts per read path (what quick runs; with --full every path and the "
+                         "compile restart)")
     ap.add_argument("--before", metavar="REF", help="also run the stack part with the program at git revision REF "
                                                     "and report current/REF ratios")
     ap.add_argument("--preview-5g", action="store_true",
@@ -97,7 +108,7 @@ def run_big_only(kind: str, full: bool) -> None:
     out = results_file(kind)
     results = json.loads(out.read_text()) if out.exists() else {}
     with fresh_server(kind) as server:
-        model = big_model_uploaded(server, results, 5 if full else 1)
+        model = model_uploaded(server, results, "big", 5 if full else 1)
         start.bench_all(server, results, {"big": (model, "up-big-model", weights.BIG_ARGS)}, True,
                         save=lambda: save(results, kind))   # a run stopped early keeps the starts
     results["start"]["big"]["machine_load"] = stats.LOAD.summary()
@@ -119,12 +130,21 @@ def run_load_only(args: argparse.Namespace, results: dict) -> None:
     print(json.dumps({k: v for k, v in results["load"].items() if "ratio" in k or k == "variants"}, indent=1))
 
 
+def sizes(args: argparse.Namespace) -> list[str]:
+    """The sizes whose starts run (--sizes; --skip-big: SmolLM2 only), refused when one is unknown."""
+    chosen = ["smollm2"] if args.skip_big else [x for x in args.sizes.split(",") if x]
+    unknown = [x for x in chosen if x not in SIZES]
+    if unknown:
+        raise SystemExit(f"bench: --sizes {args.sizes!r}: {', '.join(unknown)} unknown; use some of {', '.join(SIZES)}")
+    return chosen
+
+
 def run_starts_only(args: argparse.Namespace, results: dict) -> None:
-    """--starts-only: the vLLM starts per read path (both models, then the compile restart)."""
-    results["mode"] += ", starts only"
+    """Quick (or --starts-only): the vLLM starts per read path of every size (with --full, every path and
+    the compile restart)."""
+    results["mode"] += "" if results["mode"] == "quick" else ", starts only"
     with fresh_server(args.server) as server:
-        uploaded(server, "up-real-model", MODEL, "real-model")
-        bench_starts(server, results, args.full, big=not args.skip_big, save=lambda: save(results, args.server))
+        bench_starts(server, results, args.full, sizes(args), save=lambda: save(results, args.server))
 
 
 def run_reads(args: argparse.Namespace, results: dict) -> None:
@@ -135,8 +155,7 @@ def run_reads(args: argparse.Namespace, results: dict) -> None:
         bench_load(server, synthetic, results, full=args.full)
         save(results, args.server)
         if not args.skip_vllm:
-            bench_starts(server, results, args.full, big=not args.skip_big,
-                         save=lambda: save(results, args.server))
+            bench_starts(server, results, args.full, sizes(args), save=lambda: save(results, args.server))
 
 
 def run_stack_parts(args: argparse.Namespace, results: dict, skip_stack: bool) -> None:
@@ -156,12 +175,30 @@ def run_measured(args: argparse.Namespace) -> None:
     if args.load_only:
         run_load_only(args, results)
         return
-    if args.starts_only:
+    quick = not (args.full or args.reads or args.stack_only)
+    previous = results_file(args.server)
+    earlier = json.loads(previous.read_text()) if quick and previous.exists() else {}   # save() overwrites it
+    if args.starts_only or quick:
         run_starts_only(args, results)
     elif not args.stack_only:
         run_reads(args, results)
-    run_stack_parts(args, results, skip_stack=args.skip_stack or args.starts_only)
+    run_stack_parts(args, results, skip_stack=args.skip_stack or args.starts_only or quick)
+    if quick:
+        carry(results, earlier)
     write_results(results, args.server, t_run)
+
+
+def carry(results: dict, old: dict) -> None:
+    """The parts a quick run does not measure (upload, load, stack, hosts, ...), kept from the previous
+    results ``old`` as they were, and named under ``carried`` with the commit and time that measured them."""
+    if not old or old.get("partial"):
+        return
+    kept = {k: v for k, v in old.items() if v and not results.get(k) and k not in (
+        "mode", "started", "server", "commit", "machine_load", "noisy", "run_seconds", "partial", "carried", "start")}
+    results.update(kept)
+    earlier = old.get("carried", {})
+    results["carried"] = {k: earlier.get(k) or {"commit": old.get("commit"), "started": old.get("started")}
+                          for k in kept}
 
 
 def main() -> None:

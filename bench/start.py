@@ -96,8 +96,8 @@ class Paths:
             mount(self.server, self.bucket, self.mnt, list(DEFAULT_MOUNT_FLAGS), self.vfs, DEFAULT_MOUNT_COMMAND,
                   DEFAULT_READ_AHEAD_KB)
             try:
-                if warm:
-                    warm_mod.warm(str(self.mnt / "m"))
+                if warm:    # the VFS cache filled before the start, unpaced (not timed)
+                    warm_mod.warm(str(self.mnt / "m"), pace=0)
                 drop_caches()
                 name = f"mount:{'warm' if warm else 'cold'}{'' if warm_up else ':no-warm-up'}"
                 return self._keep(name, weights.vllm_start(
@@ -248,7 +248,8 @@ def bench_all(server, results: dict, models: dict[str, tuple[Path, str, Sequence
     for name, (model, bucket, args) in models.items():
         t = time.monotonic()
         got = bench_start(server, model, bucket, args, full=full)
-        out[name] = {**headline(got), "detail": got, "seconds": round(time.monotonic() - t)}
+        out[name] = {**headline(got), "weights_bytes": sum(f.stat().st_size for f in model.glob("*.safetensors")),
+                     "detail": got, "seconds": round(time.monotonic() - t)}
         log(f"start {name}: cold {out[name].get('cold')}, warm {out[name].get('warm')}")
         save()
     for name, (model, bucket, args) in models.items():
