@@ -142,6 +142,8 @@ def summary(paths: Paths, got: dict[str, stats.Samples]) -> dict:
     for name, starts in paths.starts.items():
         ph = {p: stats.Samples([s.phases[p] for s in starts]).summary(2) for p in PHASES}
         ph["load"] = stats.Samples([s.load_s for s in starts]).summary(2)
+        if all(s.init_engine_s is not None for s in starts):
+            ph["init_engine"] = stats.Samples([s.init_engine_s for s in starts]).summary(2)
         if starts and starts[0].watched:   # the share of the model in the VFS cache when vLLM began to read
             size = sum(f.stat().st_size for f in paths.model.rglob("*") if f.is_file())
             ph["warmed_fraction_at_load_begin"] = stats.Samples(

@@ -36,6 +36,8 @@ LOGGING = {"version": 1, "disable_existing_loggers": False,
 START = r"([0-9]{9,}\.[0-9]{3}) Starting to load model"
 # the first line once the model is loaded (the engine sizes its threads and the KV cache next)
 END = r"([0-9]{9,}\.[0-9]{3}) (?:Reducing Torch threads|Using \w+ KV cache layout|Explicitly set|Warming up model)"
+# after the load, the engine's first forward passes (issue 46: longer after a load through the mount)
+INIT_ENGINE = r"init engine \(profile, create kv cache, warmup model\) took ([0-9.]+) s"
 
 
 @dataclass
@@ -50,6 +52,7 @@ class Start:
     # with a ``watch``: (seconds from the container's start, what it counted then), e.g. the bytes in
     # the mount's VFS cache, from the start until ready
     watched: list[tuple[float, int]] = field(default_factory=list)
+    init_engine_s: Optional[float] = None   # vLLM's "init engine (profile, create kv cache, warmup model) took"
 
     def watched_at(self, phase: str) -> Optional[int]:
         """What ``watch`` counted when ``phase`` began (the last sample at or before it)."""
@@ -146,8 +149,10 @@ def vllm_start(work: Path, model_args: Sequence[str], *, source_dir: Optional[Pa
         logs = c.logs().decode(errors="replace")
         _keep_log(work, c)
         m = re.search(r"Loading weights took ([0-9.]+) seconds", logs)
+        init = re.search(INIT_ENGINE, logs)
         return Start(round(ready, 2), load_seconds(logs), float(m.group(1)) if m else None, answer,
-                     phases(logs, t0, ready_at, first_at), list(watcher.samples) if watcher else [])
+                     phases(logs, t0, ready_at, first_at), list(watcher.samples) if watcher else [],
+                     float(init.group(1)) if init else None)
     finally:
         if watcher:
             watcher.stop.set()

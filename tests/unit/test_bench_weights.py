@@ -84,3 +84,13 @@ def test_start_ratios_are_per_round_and_the_copy_counts_in_bucket_to_first_token
     assert r["bucket_to_first_token_ratio_vs_local"]["median"] == pytest.approx(27 / 21, rel=1e-3)
     assert got["phases"]["copy:cold"]["copy"]["median"] == 4.0
     assert got["phases"]["copy:cold"]["bucket_to_first_token"]["median"] == 27.0
+
+
+def test_init_engine_seconds_are_read_from_vllms_line():
+    import re
+
+    from bench.weights import INIT_ENGINE
+
+    line = "(EngineCore pid=25) INFO 1796513131.341 init engine (profile, create kv cache, warmup model) took 3.66 s"
+    assert float(re.search(INIT_ENGINE, line).group(1)) == 3.66
+    assert re.search(INIT_ENGINE, "init engine took 3 s") is None
