@@ -4,6 +4,7 @@ same figures (docs/perf-start-curve.png): first-token and load ratios of the col
 starts against local disk, and the share of the model warmed when vLLM began to read."""
 from __future__ import annotations
 
+import textwrap
 from pathlib import Path
 
 RATIOS = (("cold", "first_token_ratio_vs_local"), ("warm", "first_token_ratio_vs_local"),
@@ -38,7 +39,7 @@ def plot(curve: list[dict], out: Path, title: str) -> Path:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(7.5, 4.5), dpi=110)
+    fig, ax = plt.subplots(figsize=(7.5, 4.8), dpi=110)
     xs = [r["weights_gb"] for r in curve]
     for (temp, key), style in zip(RATIOS, ("o-", "s-", "o--", "s--")):
         ys = [r.get(f"{temp}.{key}") for r in curve]
@@ -49,7 +50,7 @@ def plot(curve: list[dict], out: Path, title: str) -> Path:
     ax.axhline(1.0, color="black", linewidth=0.6)
     ax.set_xlabel("model weights (GB, safetensors)")
     ax.set_ylabel("mount / local disk (median of per-round ratios)")
-    ax.set_title(title, fontsize=9)
+    ax.set_title("\n".join(textwrap.wrap(title, 110)), fontsize=7)
     ax.legend(fontsize=7, loc="upper left")
     ax.grid(alpha=0.3)
     fig.tight_layout()

@@ -55,15 +55,20 @@ def write_results(results: dict, kind: str, t_run: float) -> None:
     rows = curve.rows(results.get("start", {}))
     if len(rows) > 1:
         results["start"]["curve"] = rows
-        picture = ROOT / "docs" / f"perf-start-curve{'' if kind == 'rustfs' else '-' + kind}.png"
-        curve.plot(rows, picture, f"{results['server']}\n{results['commit']}, {results['started']}, "
-                                  f"{stats.SAMPLES} rounds, {results['machine_load'].get('cpus')} cores")
-        results["start"]["curve_png"] = str(picture.relative_to(ROOT))
+        results["start"]["curve_png"] = str(draw_curve(results, kind).relative_to(ROOT))
     out = results_file(kind)
     out.write_text(json.dumps(results, indent=2))
     table(results)
     curve_table(rows)
     print(f"\nwritten: {out}")
+
+
+def draw_curve(results: dict, kind: str) -> Path:
+    """docs/perf-start-curve[-<server>].png from the run's own figures (results["start"]["curve"])."""
+    picture = ROOT / "docs" / f"perf-start-curve{'' if kind == 'rustfs' else '-' + kind}.png"
+    return curve.plot(results["start"]["curve"], picture,
+                      f"{results['server']}; {results['commit']}, {results['started']}, {stats.SAMPLES} rounds, "
+                      f"{results['machine_load'].get('cpus')} cores")
 
 
 def curve_table(rows: list[dict]) -> None:
