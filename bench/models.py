@@ -44,7 +44,7 @@ def bench_starts(server: Server, results: dict, full: bool, sizes: Sequence[str]
     models: dict[str, tuple[Path, str, Sequence[str]]] = {}
     for size in sizes:
         if size == "smollm2":
-            if "up-real-model" not in {b["Name"] for b in server.client.list_buckets().get("Buckets", [])}:
+            if not server.server.bucket_exists("up-real-model"):
                 uploaded(server, "up-real-model", MODEL, "real-model")   # --reads uploaded it already
             models[size] = (MODEL, "up-real-model", weights.SMALL_ARGS)
         else:

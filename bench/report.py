@@ -32,9 +32,9 @@ def new_results(args: argparse.Namespace) -> dict:
 
 def save(results: dict, server: str) -> None:
     """results-<server>.json as far as the run got (its ``partial`` flag until the end)."""
-    out = ROOT / "bench" / f"results-{server}.json"
-    out.write_text(json.dumps({**results, "partial": True, "machine_load": stats.LOAD.summary()}, indent=2,
-                              default=lambda o: o.summary(2) if isinstance(o, stats.Samples) else str(o)))
+    partial = {**results, "partial": True, "machine_load": stats.LOAD.summary()}
+    results_file(server).write_text(json.dumps(
+        partial, indent=2, default=lambda o: o.summary(2) if isinstance(o, stats.Samples) else str(o)))
 
 
 def noisy(results: dict, path: str = "") -> list[str]:

@@ -76,7 +76,9 @@ def parse_args() -> argparse.Namespace:
     ap.add_argument("--hosts", action="store_true",
                     help="only `up` of one model on one simulated serving host and on two (tests/hosts/sim-hosts), "
                          "added to results-<server>.json as hosts")
-    return ap.parse_args()
+    args = ap.parse_args()
+    args.sizes = sizes(ap, args)      # refused here, before any server starts
+    return args
 
 
 def run_hosts(kind: str) -> None:
@@ -130,21 +132,23 @@ def run_load_only(args: argparse.Namespace, results: dict) -> None:
     print(json.dumps({k: v for k, v in results["load"].items() if "ratio" in k or k == "variants"}, indent=1))
 
 
-def sizes(args: argparse.Namespace) -> list[str]:
-    """The sizes whose starts run (--sizes; --skip-big: SmolLM2 only), refused when one is unknown."""
+def sizes(ap: argparse.ArgumentParser, args: argparse.Namespace) -> list[str]:
+    """The sizes whose starts run (--sizes; --skip-big: SmolLM2 only); an unknown one is refused in one
+    line naming the flag, the value and the sizes there are."""
     chosen = ["smollm2"] if args.skip_big else [x for x in args.sizes.split(",") if x]
     unknown = [x for x in chosen if x not in SIZES]
     if unknown:
-        raise SystemExit(f"bench: --sizes {args.sizes!r}: {', '.join(unknown)} unknown; use some of {', '.join(SIZES)}")
+        ap.error(f"--sizes {args.sizes!r}: {', '.join(unknown)} unknown; use some of {', '.join(SIZES)}")
     return chosen
 
 
 def run_starts_only(args: argparse.Namespace, results: dict) -> None:
     """Quick (or --starts-only): the vLLM starts per read path of every size (with --full, every path and
     the compile restart)."""
-    results["mode"] += "" if results["mode"] == "quick" else ", starts only"
+    if results["mode"] != "quick":
+        results["mode"] += ", starts only"
     with fresh_server(args.server) as server:
-        bench_starts(server, results, args.full, sizes(args), save=lambda: save(results, args.server))
+        bench_starts(server, results, args.full, args.sizes, save=lambda: save(results, args.server))
 
 
 def run_reads(args: argparse.Namespace, results: dict) -> None:
@@ -155,7 +159,7 @@ def run_reads(args: argparse.Namespace, results: dict) -> None:
         bench_load(server, synthetic, results, full=args.full)
         save(results, args.server)
         if not args.skip_vllm:
-            bench_starts(server, results, args.full, sizes(args), save=lambda: save(results, args.server))
+            bench_starts(server, results, args.full, args.sizes, save=lambda: save(results, args.server))
 
 
 def run_stack_parts(args: argparse.Namespace, results: dict, skip_stack: bool) -> None:
