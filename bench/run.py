@@ -26,9 +26,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -73,6 +76,14 @@ def parse_args() -> argparse.Namespace:
     ap.add_argument("--router", action="store_true",
                     help="only the stack's one endpoint against a model's port, and cache_aware against round_robin "
                          "(bench/router.py: vllm bench serve), written to bench/results-router.json")
+    ap.add_argument("--hold-page-reporting", action="store_true",
+                    help="hold this VM's free page reporting back for the run (page_reporting_order 11, set back "
+                         "after): idle free memory stays with the guest, as on a bare-metal host (bench/fresh_memory.py); "
+                         "the results name it under page_reporting")
+    ap.add_argument("--fetch-cpu", action="store_true",
+                    help="only the fetch's CPU-seconds per GB on the serving host, per setting (rclone's chunk size and "
+                         "streams, the warm-up's threads and pace, RustFS pinned apart), on the 3.36 GB model "
+                         "(bench/fetch_cpu.py), written to bench/results-fetch-cpu.json")
     ap.add_argument("--hosts", action="store_true",
                     help="only `up` of one model on one simulated serving host and on two (tests/hosts/sim-hosts), "
                          "added to results-<server>.json as hosts")
@@ -90,6 +101,19 @@ def run_hosts(kind: str) -> None:
     bench_hosts(WORK, results, kind)
     out.write_text(json.dumps(results, indent=2))
     log(f"hosts: {results['hosts']}")
+
+
+def run_fetch_cpu() -> None:
+    """--fetch-cpu: bench/fetch_cpu.py on the 3.36 GB model (built once), its table in results-fetch-cpu.json."""
+    from bench import fetch_cpu
+    from bench.big_model import built
+
+    WORK.mkdir(parents=True, exist_ok=True)
+    rounds = int(os.environ.get("RUSTFS_VLLM_BENCH_ROUNDS", "3"))
+    result = fetch_cpu.main(built("big"), rounds)
+    out = Path(__file__).resolve().parent / "results-fetch-cpu.json"
+    out.write_text(json.dumps(result, indent=2))
+    log(f"fetch CPU: {json.dumps(result['table'], indent=1)}")
 
 
 def run_preview_5g(kind: str) -> None:
@@ -172,10 +196,28 @@ def run_stack_parts(args: argparse.Namespace, results: dict, skip_stack: bool) -
         results["vs_before"] = vs_before(results, args.before)
 
 
-def run_measured(args: argparse.Namespace) -> None:
+@contextmanager
+def page_reporting(hold: bool) -> Iterator[str]:
+    """The guest's free page reporting for the run, held back when ``hold``, and in words for the results."""
+    from bench import fresh_memory
+
+    if not fresh_memory.PARAMS.is_dir():
+        yield "no page_reporting module on this kernel"
+        return
+    order = (fresh_memory.PARAMS / "page_reporting_order").read_text().strip()
+    if not hold:
+        yield f"as the machine has it (page_reporting_order {order})"
+        return
+    with fresh_memory.params({"page_reporting_order": "11"}):
+        log(f"page reporting held back for the run (page_reporting_order 11; set back to {order} after)")
+        yield f"held back by --hold-page-reporting (page_reporting_order 11; the machine has {order})"
+
+
+def run_measured(args: argparse.Namespace, page_reporting_state: str = "") -> None:
     """A run that writes fresh results: --load-only, or the reads (or --starts-only), then the stack part."""
     t_run = time.monotonic()
     results = new_results(args)
+    results["page_reporting"] = page_reporting_state
     if args.load_only:
         run_load_only(args, results)
         return
@@ -212,6 +254,8 @@ def main() -> None:
         from bench.router import run as run_router
 
         print(json.dumps(run_router(), indent=2))
+    elif args.fetch_cpu:
+        run_fetch_cpu()
     elif args.hosts:
         run_hosts(args.server)
     elif args.preview_5g:
@@ -221,7 +265,8 @@ def main() -> None:
         if args.big_only:
             run_big_only(args.server, args.full)
         else:
-            run_measured(args)
+            with page_reporting(args.hold_page_reporting) as state:
+                run_measured(args, state)
 
 
 if __name__ == "__main__":
