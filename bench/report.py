@@ -64,11 +64,16 @@ def write_results(results: dict, kind: str, t_run: float) -> None:
 
 
 def draw_curve(results: dict, kind: str) -> Path:
-    """docs/perf-start-curve[-<server>].png from the run's own figures (results["start"]["curve"])."""
-    picture = ROOT / "docs" / f"perf-start-curve{'' if kind == 'rustfs' else '-' + kind}.png"
+    """docs/perf-start-curve[-<server>][-held].png from the run's own figures (results["start"]["curve"]),
+    titled with the rounds the starts had and, when it was held back, the page reporting (bench.run)."""
+    held = results.get("page_reporting", "").startswith("held")
+    picture = ROOT / "docs" / f"perf-start-curve{'' if kind == 'rustfs' else '-' + kind}{'-held' if held else ''}.png"
+    rounds = max((part["detail"]["samples"] for part in results["start"].values()
+                  if isinstance(part, dict) and "samples" in part.get("detail", {})), default=stats.SAMPLES)
     return curve.plot(results["start"]["curve"], picture,
-                      f"{results['server']}; {results['commit']}, {results['started']}, {stats.SAMPLES} rounds, "
-                      f"{results['machine_load'].get('cpus')} cores")
+                      f"{results['server']}; {results['commit']}, {results['started']}, {rounds} rounds, "
+                      f"{results['machine_load'].get('cpus')} cores"
+                      f"{'; page reporting ' + results['page_reporting'] if held else ''}")
 
 
 def curve_table(rows: list[dict]) -> None:
