@@ -87,14 +87,10 @@ def container_cpu(name: str) -> float:
     """CPU-seconds a container has used (cgroup v1 cpuacct, as this machine's Docker engine has it)."""
     cid = subprocess.run(["docker", "inspect", "-f", "{{.Id}}", name], capture_output=True, text=True,
                          check=True).stdout.strip()
-    for root in (f"/sys/fs/cgroup/cpuacct/docker/{cid}/cpuacct.usage",
-                 f"/sys/fs/cgroup/system.slice/docker-{cid}.scope/cpu.stat"):
-        if os.path.exists(root):
-            text = Path(root).read_text()
-            if root.endswith("cpuacct.usage"):
-                return int(text) / 1e9
-            return int(dict(line.split() for line in text.splitlines())["usage_usec"]) / 1e6
-    raise RuntimeError(f"no CPU accounting found for container {name}")
+    usage = Path(f"/sys/fs/cgroup/cpuacct/docker/{cid}/cpuacct.usage")
+    if not usage.exists():
+        raise RuntimeError(f"no cgroup v1 CPU accounting for container {name} ({usage})")
+    return int(usage.read_text()) / 1e9
 
 
 def rclone_pid(mountpoint: Path) -> int:
@@ -124,12 +120,11 @@ def one(meter: Meter, model: Path, name: str, setting: Setting) -> Callable[[], 
         try:
             meter.rclone_pid = rclone_pid(meter.mountpoint)
             if setting.pinned:
-                os.sched_setaffinity(meter.rclone_pid, {0})
                 for task in os.listdir(f"/proc/{meter.rclone_pid}/task"):
                     os.sched_setaffinity(int(task), {0})
             drop_caches()
             before, t = meter.now(), time.monotonic()
-            files, fetched, _, problem = warm.warm(str(meter.mountpoint / "m"), workers=setting.workers,
+            _, fetched, _, problem = warm.warm(str(meter.mountpoint / "m"), workers=setting.workers,
                                                    pace=setting.pace)
             took = time.monotonic() - t
             if problem or fetched < size_gb * 1e9 * 0.99:
@@ -173,8 +168,16 @@ def main(model: Path, rounds: int) -> dict:
     return out
 
 
+RESULTS = Path(__file__).resolve().parent / "results-fetch-cpu.json"
+
+
+def run(model: Path, rounds: int) -> dict:
+    """main(), written to RESULTS and its table logged."""
+    result = main(model, rounds)
+    RESULTS.write_text(json.dumps(result, indent=2))
+    log(f"fetch CPU: {json.dumps(result['table'], indent=1)}")
+    return result
+
+
 if __name__ == "__main__":
-    result = main(Path(sys.argv[1]), int(sys.argv[2]) if len(sys.argv) > 2 else 3)
-    path = Path(__file__).resolve().parent / "results-fetch-cpu.json"
-    path.write_text(json.dumps(result, indent=2))
-    log(json.dumps(result["table"], indent=1))
+    run(Path(sys.argv[1]), int(sys.argv[2]) if len(sys.argv) > 2 else 3)

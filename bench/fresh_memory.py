@@ -51,6 +51,21 @@ def params(changes: dict[str, str]) -> Iterator[None]:
             (PARAMS / k).write_text(f"{v}\n")
 
 
+@contextmanager
+def page_reporting(hold: bool) -> Iterator[str]:
+    """The guest's free page reporting for the run, held back when ``hold``, and in words for the results."""
+    if not PARAMS.is_dir():
+        yield "no page_reporting module on this kernel"
+        return
+    order = (PARAMS / "page_reporting_order").read_text().strip()
+    if not hold:
+        yield f"as the machine has it (page_reporting_order {order})"
+        return
+    with params({"page_reporting_order": "11"}):
+        log(f"page reporting held back for the run (page_reporting_order 11; set back to {order} after)")
+        yield f"held back by --hold-page-reporting (page_reporting_order 11; the machine has {order})"
+
+
 def fill(gib: int) -> float:
     """Seconds to write ``gib`` GiB of fresh anonymous memory (every page), which is then freed."""
     t = time.monotonic()

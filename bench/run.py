@@ -29,9 +29,7 @@ import json
 import os
 import sys
 import time
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -109,11 +107,7 @@ def run_fetch_cpu() -> None:
     from bench.big_model import built
 
     WORK.mkdir(parents=True, exist_ok=True)
-    rounds = int(os.environ.get("RUSTFS_VLLM_BENCH_ROUNDS", "3"))
-    result = fetch_cpu.main(built("big"), rounds)
-    out = Path(__file__).resolve().parent / "results-fetch-cpu.json"
-    out.write_text(json.dumps(result, indent=2))
-    log(f"fetch CPU: {json.dumps(result['table'], indent=1)}")
+    fetch_cpu.run(built("big"), int(os.environ.get("RUSTFS_VLLM_BENCH_ROUNDS", "3")))
 
 
 def run_preview_5g(kind: str) -> None:
@@ -196,24 +190,7 @@ def run_stack_parts(args: argparse.Namespace, results: dict, skip_stack: bool) -
         results["vs_before"] = vs_before(results, args.before)
 
 
-@contextmanager
-def page_reporting(hold: bool) -> Iterator[str]:
-    """The guest's free page reporting for the run, held back when ``hold``, and in words for the results."""
-    from bench import fresh_memory
-
-    if not fresh_memory.PARAMS.is_dir():
-        yield "no page_reporting module on this kernel"
-        return
-    order = (fresh_memory.PARAMS / "page_reporting_order").read_text().strip()
-    if not hold:
-        yield f"as the machine has it (page_reporting_order {order})"
-        return
-    with fresh_memory.params({"page_reporting_order": "11"}):
-        log(f"page reporting held back for the run (page_reporting_order 11; set back to {order} after)")
-        yield f"held back by --hold-page-reporting (page_reporting_order 11; the machine has {order})"
-
-
-def run_measured(args: argparse.Namespace, page_reporting_state: str = "") -> None:
+def run_measured(args: argparse.Namespace, page_reporting_state: str) -> None:
     """A run that writes fresh results: --load-only, or the reads (or --starts-only), then the stack part."""
     t_run = time.monotonic()
     results = new_results(args)
@@ -265,6 +242,8 @@ def main() -> None:
         if args.big_only:
             run_big_only(args.server, args.full)
         else:
+            from bench.fresh_memory import page_reporting
+
             with page_reporting(args.hold_page_reporting) as state:
                 run_measured(args, state)
 

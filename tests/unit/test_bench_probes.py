@@ -49,7 +49,7 @@ def test_each_setting_of_the_fetch_differs_from_the_default_in_one_lever():
 
 
 def test_a_run_holds_page_reporting_back_only_when_asked_and_says_which(params_dir):
-    from bench.run import page_reporting
+    from bench.fresh_memory import page_reporting
 
     with page_reporting(False) as said:
         assert said == "as the machine has it (page_reporting_order 9)"
