@@ -103,6 +103,10 @@ def built(size: str) -> Path:
 def build(out: Path, tokenizer_from: Path, config: dict = CONFIG, shards: int = SHARDS) -> Path:
     if (out / ".complete").exists():
         return out
+    missing = [n for n in TOKENIZER_FILES[:2] if not (tokenizer_from / n).is_file()]
+    if missing:     # vLLM cannot start a model without its tokenizer: refuse before writing GBs of shards
+        raise SystemExit(f"bench: {out.name} takes its tokenizer from {tokenizer_from}, which lacks "
+                         f"{', '.join(missing)}; run scripts/build-smollm2-model first")
     tmp = out.with_name(out.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)

@@ -25,7 +25,7 @@ from typing import Callable
 
 from bench import stats
 from bench.levers import mmap_touch, weights_of
-from bench.machine import WORK, drop_caches, log, mount, unmount
+from bench.machine import WORK, drop_caches, each_thread, log, mount, rclone_pid, unmount
 from bench.server import Server, fresh_server, uploaded
 from components.config.schema import DEFAULT_MOUNT_COMMAND, DEFAULT_MOUNT_FLAGS, DEFAULT_READ_AHEAD_KB
 from components.mounting import warm
@@ -93,14 +93,6 @@ def container_cpu(name: str) -> float:
     return int(usage.read_text()) / 1e9
 
 
-def rclone_pid(mountpoint: Path) -> int:
-    out = subprocess.run(["pgrep", "-f", f"rclone {DEFAULT_MOUNT_COMMAND} BENCH:fetch {mountpoint}"],
-                         capture_output=True, text=True).stdout.split()
-    if len(out) != 1:
-        raise RuntimeError(f"expected one rclone process for {mountpoint}, found {out}")
-    return int(out[0])
-
-
 def pin(server: Server, pinned: bool) -> None:
     """RustFS on core 1 and this process (the warm-up's threads, the reader) on core 0, or both free."""
     cpus = os.cpu_count() or 1
@@ -120,8 +112,7 @@ def one(meter: Meter, model: Path, name: str, setting: Setting) -> Callable[[], 
         try:
             meter.rclone_pid = rclone_pid(meter.mountpoint)
             if setting.pinned:
-                for task in os.listdir(f"/proc/{meter.rclone_pid}/task"):
-                    os.sched_setaffinity(int(task), {0})
+                each_thread(meter.rclone_pid, cpus={0})
             drop_caches()
             before, t = meter.now(), time.monotonic()
             _, fetched, _, problem = warm.warm(str(meter.mountpoint / "m"), workers=setting.workers,

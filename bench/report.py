@@ -11,6 +11,7 @@ from pathlib import Path
 from bench import curve, stats
 from bench.machine import ROOT
 from bench.server import server_name
+from components.mounting.keeper_tool import FETCH_CPU_SHARES
 
 
 def results_file(kind: str, suffix: str = "") -> Path:
@@ -26,7 +27,9 @@ def _commit() -> str:
 def new_results(args: argparse.Namespace) -> dict:
     """A fresh run's results, headed by what was measured where (mode, time, server, commit)."""
     results: dict = {"mode": "full" if args.full else "quick", "started": time.strftime("%Y-%m-%dT%H:%M:%S"),
-                     "server": server_name(args.server), "commit": _commit(), "upload": {}}
+                     "server": server_name(args.server), "commit": _commit(), "upload": {},
+                     # the fetch's CPU weight, rclone's and RustFS's, as the program gives them (bench.machine.mount)
+                     "fetch_cpu_shares": FETCH_CPU_SHARES}
     return results
 
 

@@ -76,12 +76,16 @@ def parse_args() -> argparse.Namespace:
                          "(bench/router.py: vllm bench serve), written to bench/results-router.json")
     ap.add_argument("--hold-page-reporting", action="store_true",
                     help="hold this VM's free page reporting back for the run (page_reporting_order 11, set back "
-                         "after): idle free memory stays with the guest, as on a bare-metal host (bench/fresh_memory.py); "
-                         "the results name it under page_reporting")
+                         "after) and write the free memory once before the starts: idle free memory stays with the "
+                         "guest, as on a bare-metal host (bench/fresh_memory.py); the results name it under page_reporting")
     ap.add_argument("--fetch-cpu", action="store_true",
                     help="only the fetch's CPU-seconds per GB on the serving host, per setting (rclone's chunk size and "
                          "streams, the warm-up's threads and pace, RustFS pinned apart), on the 3.36 GB model "
                          "(bench/fetch_cpu.py), written to bench/results-fetch-cpu.json")
+    ap.add_argument("--boot-delay", metavar="SIZE:ROUNDS:VARIANTS",
+                    help="only why a cold start through the mount begins to load later than local disk: the starts "
+                         "of one size with the fetch changed per variant (bench/boot_delay.py, e.g. "
+                         "large:2:paced,unpaced+yield), added to bench/results-boot-delay.json")
     ap.add_argument("--hosts", action="store_true",
                     help="only `up` of one model on one simulated serving host and on two (tests/hosts/sim-hosts), "
                          "added to results-<server>.json as hosts")
@@ -233,6 +237,10 @@ def main() -> None:
         print(json.dumps(run_router(), indent=2))
     elif args.fetch_cpu:
         run_fetch_cpu()
+    elif args.boot_delay:
+        from bench import boot_delay
+
+        boot_delay.main(args.boot_delay.split(":", 2))
     elif args.hosts:
         run_hosts(args.server)
     elif args.preview_5g:
@@ -244,7 +252,11 @@ def main() -> None:
         else:
             from bench.fresh_memory import page_reporting
 
+            from bench.fresh_memory import prefault
+
             with page_reporting(args.hold_page_reporting) as state:
+                if args.hold_page_reporting:    # and the memory backed once, as a bare-metal host's is
+                    state += "; " + prefault()
                 run_measured(args, state)
 
 

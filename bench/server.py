@@ -1,17 +1,19 @@
 """The S3 server every bench part measures against, and the data it is given: a fresh server on
-loopback (RustFS, or the rclone stand-in) with its bucket helpers and the rclone remote that reaches
-it, the synthetic safetensors-shaped set, SmolLM2 (MODEL), and a folder uploaded by the program's
+loopback (RustFS, or the rclone stand-in; at the CPU weight the program gives its store:
+keeper_tool.FETCH_CPU_SHARES) with its bucket helpers and the rclone remote that reaches it, the synthetic safetensors-shaped set, SmolLM2 (MODEL), and a folder uploaded by the program's
 own sync, untimed."""
 from __future__ import annotations
 
 import json
 import os
 import shutil
+import subprocess
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
 from bench.machine import ACCESS, MIB, ROOT, SECRET, WORK
+from components.mounting.keeper_tool import FETCH_CPU_SHARES
 from components.providers.model_upload import sync
 from components.storage import manifest as manifest_mod
 from components.storage import s3
@@ -40,6 +42,9 @@ class Server:
         shutil.rmtree(root, ignore_errors=True)
         root.mkdir(parents=True)
         self.server = ExternalServer(root, ACCESS, SECRET, kind=kind)
+        if kind == "rustfs":      # the program's weight for a RustFS beside vLLM (components.docker.s3_server)
+            subprocess.run(["docker", "update", "--cpu-shares", str(FETCH_CPU_SHARES), self.server.name],
+                           check=True, stdout=subprocess.DEVNULL)
         self.endpoint = self.server.endpoint
         self.client = s3.client(self.endpoint, ACCESS, SECRET, max_pool=64)
 

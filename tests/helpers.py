@@ -28,8 +28,26 @@ def make_model(folder: Path, weights_bytes: int = 4096, max_positions: int = 204
 
 
 def free_port() -> int:
+    """A port nothing is bound to, below the kernel's ephemeral range: a port the kernel hands out (bind to
+    0) is also what every outgoing connection takes, and the suite's lanes open thousands (rclone to the S3
+    server, clients to vLLM): one of them may hold the port by the time a stack publishes it."""
+    import random
     import socket
 
+    try:
+        low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        low = 32768
+    pick = random.SystemRandom()
+    for _ in range(500):
+        port = pick.randrange(10000, max(low, 10001))
+        try:
+            for address in ("0.0.0.0", "127.0.0.1"):
+                with socket.socket() as s:
+                    s.bind((address, port))
+            return port
+        except OSError:
+            continue
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]

@@ -15,6 +15,21 @@ from tests.helpers import free_ports, pulumi_env
 TRANSCRIPT: list[tuple[str, str]] = []
 
 
+def _why(proc: subprocess.CompletedProcess) -> str:
+    """What a failed pulumi command said: its error diagnostics first when it printed JSON (a
+    ``preview --json``'s steps would otherwise push them out of the message), then stderr, then the end of
+    stdout."""
+    said: list[str] = []
+    try:
+        doc = json.loads(proc.stdout)
+    except ValueError:
+        doc = None
+    if isinstance(doc, dict):
+        said = [f"{d.get('severity', '?')}: {d.get('urn', '')} {d.get('message', '').strip()}"
+                for d in doc.get("diagnostics", []) if d.get("severity") in ("error", "warning")]
+    return "\n".join([*said, proc.stderr[-3000:], proc.stdout[-(3000 if said else 6000):]])
+
+
 class Stack:
     def __init__(self, workdir: Path, name: str) -> None:
         self.workdir = workdir
@@ -34,7 +49,7 @@ class Stack:
         if label:
             self.timings[label] = round(time.monotonic() - started, 2)
         if check and proc.returncode != 0:
-            raise AssertionError(f"pulumi {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout[-6000:]}\n{proc.stderr[-3000:]}")
+            raise AssertionError(f"pulumi {' '.join(args)} failed ({proc.returncode}):\n{_why(proc)}")
         return proc
 
     def init(self) -> None:

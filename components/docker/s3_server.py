@@ -9,7 +9,8 @@ Kinds:
 
 Declared with pulumi-docker: a ``RemoteImage`` (pulled by ``up`` when missing, kept on destroy), a
 ``Volume`` for ``/data`` (kept by destroy: ``retain_on_delete``), the ``Container`` (replaced
-delete-first: fixed name and port), and a readiness wait from this host (RustFS:
+delete-first: fixed name and port; a low CPU weight, keeper_tool.FETCH_CPU_SHARES, as the mounts' keepers
+have), and a readiness wait from this host (RustFS:
 ``/health/ready``). ``ready`` is the wait: the core's credential check (components.core.store), a
 child of this component, runs after it; no value of it flows into its consumers' inputs.
 """
@@ -22,6 +23,7 @@ import pulumi
 import pulumi_docker as docker
 
 from components.hosts.docker_facts import image_label
+from components.mounting import keeper_tool
 from components.serving import secret_files
 from components.serving.labels import labels
 from components.serving.readiness import ReadinessWait, ReadinessWaitArgs
@@ -94,6 +96,9 @@ class S3Server(pulumi.ComponentResource):
                 ports=ports,
                 mounts=[docker.ContainerMountArgs(type="volume", source=self.volume.name, target="/data")],
                 restart="unless-stopped",
+                # the store's reads at a low CPU weight where vLLM runs beside it (keeper_tool.FETCH_CPU_SHARES;
+                # pulumi-docker 5.1.0 updates it in place: tried, same container, not restarted)
+                cpu_shares=keeper_tool.FETCH_CPU_SHARES,
             ), pulumi.ResourceOptions(parent=self, delete_before_replace=True))
             wait = ReadinessWait(f"{name}-ready", ReadinessWaitArgs(
                 container_id=self.container.id, container_name=f"{args.name_prefix}-s3", url=ready_url,

@@ -17,6 +17,7 @@ from pathlib import Path
 import docker
 import pytest
 
+from components.mounting import keeper_tool
 from tests import s3_under_test
 from tests.helpers import ROOT, free_port
 from tests.pulumi_cli import Stack
@@ -40,6 +41,14 @@ HARDENING = {("create", "purge-order"), ("update", "bucket-bucket"), ("update", 
 POLICY_FACTS = {("update", "rustfs-vllm"), ("update", f"model-{PREFIX}-objects")}
 # issue 44: the stack's one endpoint, made beside what is there (the router's image, its two containers, its routes)
 ROUTER = {("create", n) for n in ("router", "router-image", "router-container", "router-endpoint", "router-routes")}
+
+
+def store_weight(stack: Stack) -> set[tuple[str, str]]:
+    """Issue 46: the stack's own S3 server container at the fetch's CPU weight (keeper_tool.FETCH_CPU_SHARES),
+    an update in place (test_a_stack_made_before_the_copy_default_keeps_its_mount checks that it neither replaces
+    nor restarts the server, and that the keeper it makes has the weight too)."""
+    own = any(r["urn"].endswith("::s3-container") for r in stack.state()["deployment"].get("resources", []))
+    return {("update", "s3-container")} if own else set()
 
 
 def endpoint_outputs(after: dict) -> dict:
@@ -153,17 +162,26 @@ def test_a_stack_made_before_the_copy_default_keeps_its_mount(tmp_path):
     try:
         stack.run("up", "--yes", "--skip-preview", label="up_old")
         before = stack.outputs()
+        engine = docker.from_env()
+        store = engine.containers.get(f"{prefix}-s3")
+        assert store.attrs["HostConfig"]["CpuShares"] in (0, 1024)         # Docker's default before issue 46
         new_code(stack, app)
         assert (app / "components" / "mounting" / "warm.py").exists(), "the new code is in place"
         preview = stack.run("preview", label="preview_new").stdout
         assert "loadFormat defaults to mount again" not in preview     # it never left the mount
         changed = set(changes(stack))
         expected = {("create", f"vllm-{PREFIX}-compile-cache")} | read_key_changes(f"mount-{PREFIX}-command") | \
-            HARDENING | keeper_changes("mount") | POLICY_FACTS | ROUTER
+            HARDENING | keeper_changes("mount") | POLICY_FACTS | ROUTER | store_weight(stack)
         assert expected <= changed and changed - expected <= NOBIND, changed
         assert not {name for _, name in changed} & {f"mount-{PREFIX}", f"copy-{PREFIX}", f"copy-{PREFIX}-command"}
         stack.run("up", "--yes", "--skip-preview", label="up_new")
         assert changes(stack) == []
+        # issue 46: the store's weight changed in place (same container, not restarted); the new keeper has it
+        now = engine.containers.get(f"{prefix}-s3")
+        assert (now.id, now.attrs["State"]["StartedAt"]) == (store.id, store.attrs["State"]["StartedAt"])
+        assert now.attrs["HostConfig"]["CpuShares"] == keeper_tool.FETCH_CPU_SHARES
+        keeper = engine.containers.get(f"{prefix}-mount-{PREFIX.lower()}")
+        assert keeper.attrs["HostConfig"]["CpuShares"] == keeper_tool.FETCH_CPU_SHARES
         after = endpoint_outputs(stack.outputs())
         assert after.pop("read_keys").startswith("scoped:" if SCOPED else "shared:")
         assert {n: m["load_format"] for n, m in after["models"].items()} == {"smollm2": "mount"}
@@ -202,9 +220,9 @@ def test_a_stack_made_with_the_copy_as_default_moves_back_to_the_mount(tmp_path)
         preview = stack.run("preview", label="preview_new").stdout
         assert "models[smollm2] on local: loadFormat defaults to mount again" in preview, preview[-3000:]
         assert "set the model's loadFormat: local_copy" in preview
-        changed = set(changes(stack))
-        assert BACK_TO_THE_MOUNT | POLICY_FACTS | ROUTER <= changed, changed
-        rest = changed - BACK_TO_THE_MOUNT - POLICY_FACTS - ROUTER
+        changed, weight = set(changes(stack)), store_weight(stack)
+        assert BACK_TO_THE_MOUNT | POLICY_FACTS | ROUTER | weight <= changed, changed
+        rest = changed - BACK_TO_THE_MOUNT - POLICY_FACTS - ROUTER - weight
         assert {name for _, name in rest} <= FOLLOWERS, rest
         assert ("replace", f"vllm-{PREFIX}-container") in rest or ("create-replacement", f"vllm-{PREFIX}-container") in rest
         stack.run("up", "--yes", "--skip-preview", label="up_new")
@@ -245,7 +263,7 @@ def test_a_stack_made_before_the_core_previews_and_ups_with_only_the_hardening(t
         holder = f"{'copy' if load_format == 'local_copy' else 'mount'}-{PREFIX}-command"
         changed = set(changes(stack))
         expected = read_key_changes(holder) | HARDENING | keeper_changes(load_format) | POLICY_FACTS | ROUTER | \
-            root_paths(load_format)
+            root_paths(load_format) | store_weight(stack)
         # else every resource the same; the CPU container's replacement (nobind) and what follows it
         assert expected <= changed and changed - expected <= NOBIND, changed
         assert ("replace", f"vllm-{PREFIX}-container") in changed or \
@@ -300,7 +318,7 @@ def test_a_stack_with_a_balancer_port_moves_to_the_one_endpoint(tmp_path):
         changed = changes(stack)
         moved = {(op, name) for op, name in changed if not name.startswith(("balancer", "router"))}
         # the policy facts name the router's image; the mount's log and keeper image move (issue 45)
-        assert moved == {("update", "rustfs-vllm")} | root_paths("mount"), changed
+        assert moved == {("update", "rustfs-vllm")} | root_paths("mount") | store_weight(stack), changed
         assert {name for op, name in changed if op == "delete"} == {
             "balancer", "balancer-image", "balancer-container", f"balancer-{entry}-ready", f"balancer-{entry}-ready-wait"}, changed
         assert {name for op, name in changed if op == "create"} == {

@@ -2,9 +2,13 @@
 ends, a kernel without the module is said and not faked, and the fetch's CPU is split per process."""
 from __future__ import annotations
 
+import re
+
 import pytest
 
-from bench import fetch_cpu, fresh_memory
+from bench import boot_delay, fetch_cpu, fresh_memory
+from components.mounting import warm
+from components.serving.vllm import WARM_CODE
 
 
 @pytest.fixture
@@ -58,3 +62,69 @@ def test_a_run_holds_page_reporting_back_only_when_asked_and_says_which(params_d
         assert said == "held back by --hold-page-reporting (page_reporting_order 11; the machine has 9)"
         assert (params_dir / "page_reporting_order").read_text().strip() == "11"
     assert (params_dir / "page_reporting_order").read_text().strip() == "9"
+
+
+@pytest.mark.parametrize("given, message", [
+    ("paced+fast", "variant 'paced+fast': fast unknown; use paced, unpaced, unweighted, yield"),
+    ("yield+apart", "variant 'yield+apart' names neither 'paced' nor 'unpaced'"),
+    ("paced+unpaced", "or both"),
+    (",", "no variant given"),
+    ("paced+apart,unpaced", "'apart' pins every start of the run; name it in every variant or in none"),
+])
+def test_a_boot_delay_variant_that_says_nothing_clear_is_refused_in_one_line(given, message):
+    with pytest.raises(SystemExit, match=re.escape(message)):
+        boot_delay.parse(given)
+
+
+def test_the_boot_delay_probe_runs_the_shipped_warm_up_and_takes_only_its_pace_off():
+    assert boot_delay.parse("paced,unpaced+yield+store-cached+cache-in-memory") == [
+        "paced", "unpaced+yield+store-cached+cache-in-memory"]
+    assert boot_delay.parse("paced+apart,unpaced+apart") == ["paced+apart", "unpaced+apart"]
+    assert boot_delay.warm_code(True) == WARM_CODE
+    unpaced = boot_delay.warm_code(False)
+    [shipped] = [x for x in WARM_CODE.splitlines() if x.startswith("RATE_PER_CPU = ")]
+    assert warm.RATE_PER_CPU > 0 and shipped not in unpaced and "RATE_PER_CPU = 0\n" in unpaced
+    assert [x for x in unpaced.splitlines() if "RATE_PER_CPU" not in x] == [
+        x for x in WARM_CODE.splitlines() if "RATE_PER_CPU" not in x]
+
+
+def test_the_prefault_writes_the_free_memory_but_the_room_kept_and_says_so(monkeypatch):
+    written: list[int] = []
+    monkeypatch.setattr(fresh_memory, "drop_caches", lambda: None)
+    monkeypatch.setattr(fresh_memory, "fill", lambda gib: written.append(gib) or 2.5)
+    monkeypatch.setattr(fresh_memory, "available_gib", lambda: 21)
+    assert fresh_memory.prefault() == "18 GiB of free memory written once before the starts, in 2.5 s"
+    monkeypatch.setattr(fresh_memory, "available_gib", lambda: 3)
+    assert fresh_memory.prefault() == "free memory not written first (less than the room kept)"
+    assert written == [18]
+
+
+def test_the_bench_rclone_gets_the_keepers_cpu_weight_in_a_cgroup_of_its_own(tmp_path, monkeypatch):
+    """bench.machine.weigh_fetch: a cgroup per mount beside Docker's containers, at the program's weight (cgroup
+    v1 cpu.shares; v2 cpu.weight by Docker's own conversion), rclone's pid in it; removed once empty; no
+    Docker cgroup at all is said in one line, not skipped."""
+    from bench import machine
+    from components.mounting.keeper_tool import FETCH_CPU_SHARES
+
+    v1, v2 = tmp_path / "v1" / "docker", tmp_path / "v2" / "docker"
+    monkeypatch.setattr(machine, "DOCKER_CGROUPS", (v1, v2))
+    with pytest.raises(RuntimeError, match="no Docker cgroup at .*the bench cannot give rclone the keeper's CPU weight"):
+        machine.weigh_fetch(123, machine.fetch_cgroup(tmp_path / "mnt"))
+    name = machine.fetch_cgroup(tmp_path / "mnt")
+    assert name != machine.fetch_cgroup(tmp_path / "other")
+    v1.mkdir(parents=True)
+    (v1 / name).mkdir()                       # the kernel makes a new cgroup's files; here the test does
+    (v1 / name / "cpu.shares").write_text("1024\n")
+    group = machine.weigh_fetch(123, name)
+    assert group == v1 / name
+    assert (group / "cpu.shares").read_text() == f"{FETCH_CPU_SHARES}\n"
+    assert (group / "cgroup.procs").read_text() == "123\n"
+    machine.unweighted(123)
+    assert (v1.parent / "cgroup.procs").read_text() == "123\n"
+    v1.rename(tmp_path / "gone")
+    v2.mkdir(parents=True)
+    assert (machine.weigh_fetch(7, name, shares=64) / "cpu.weight").read_text() == "3\n"   # docker run --cpu-shares 64
+    for f in (v2 / name).iterdir():
+        f.unlink()
+    machine.remove_fetch_cgroup(name, wait=0)
+    assert not (v2 / name).exists()
