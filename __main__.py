@@ -16,6 +16,8 @@ from components.targets import target_for
 
 PROJECT = os.path.dirname(os.path.abspath(__file__))
 
+runtime.stop_quietly_when_interrupted()    # the engine's cancel: no KeyboardInterrupt traceback
+
 raw, problems = runtime.read_raw()
 # a serving stack on a platform stack's store (`store`): that stack's outputs, through a StackReference
 raw, more = store_ref.resolve(raw, os.path.join(PROJECT, ".state"), runtime.stack_name())

@@ -2,6 +2,10 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
+import sys
+import threading
 from typing import Any
 
 import pulumi
@@ -48,3 +52,25 @@ def stack_fqn() -> str:
     """This stack's fully qualified name, as owner records, registrations and a store's tenants name it."""
     # a local backend's stacks belong to "organization" (what the engine says where none is set)
     return f"{pulumi.get_organization() or 'organization'}/{pulumi.get_project()}/{pulumi.get_stack()}"
+
+
+def stop_quietly_when_interrupted() -> None:
+    """The upstream language host stops a program with SIGINT when the engine cancels its run (a
+    resource failed, or Ctrl-C; pulumi-language-python's ``cmd.Cancel``). Python's default turns that
+    into a KeyboardInterrupt traceback at whichever RPC the program was waiting on, printed into the
+    user's output; the shim catches only ``Exception``. Here the program stops as a SIGINT'd process
+    does (the same exit status as before), its output flushed, with nothing printed: the engine has
+    already said why it stopped."""
+    if threading.current_thread() is not threading.main_thread():
+        return      # signal handlers can be set only from the main thread
+
+    def stop(_signum: int, _frame: object) -> None:
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except (OSError, ValueError):
+                pass
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGINT)
+
+    signal.signal(signal.SIGINT, stop)

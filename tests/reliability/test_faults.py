@@ -177,6 +177,34 @@ def test_sigint_mid_run_then_up_converges(world):
            f"exit {proc.returncode}; {len(containers)} container(s) made before the run stopped, all in the state")
 
 
+def test_the_language_hosts_cancel_stops_the_program_without_a_traceback(world):
+    """The upstream language host stops the program with SIGINT when the engine ends its run (a resource
+    failed while the program still waited on others: CI once printed a KeyboardInterrupt traceback from
+    the unreachable-endpoint test). Here the program alone gets that SIGINT mid-upload, as the host sends
+    it; the run fails without a traceback, the upload in flight finishes, and the next up converges."""
+    with open(world.model / "pad-0.dat", "r+b") as fh:
+        fh.write(os.urandom(4096))
+    etags = world.etags()
+    proc = world.up_background()
+    deadline = time.monotonic() + 300
+    program: dict[int, str] = {}
+    while time.monotonic() < deadline and not program:
+        if any(etag != etags.get(k) for k, etag in world.etags().items()):
+            program = {pid: cmd for pid, cmd in descendants(proc.pid).items() if "pulumi-language-python-exec" in cmd}
+        time.sleep(0.02)
+    assert len(program) == 1, f"no program found mid-upload: {program}"
+    [pid] = program
+    os.kill(pid, signal.SIGINT)
+    out, _ = proc.communicate(timeout=600)
+    assert proc.returncode != 0, out[-3000:]
+    assert "Traceback" not in out and "KeyboardInterrupt" not in out, out[-3000:]
+    assert not alive_of(program)
+    world.stack.run("up", "--yes", "--skip-preview", label="up_after_cancel")
+    assert world.complete() == world.stack.outputs()["smoke_completions"][SERVED]
+    record("the program stopped by the language host's cancel (SIGINT) mid-upload",
+           "the run failed without a traceback; the next up converged", f"exit {proc.returncode}")
+
+
 def test_sigkill_mid_upload_then_cancel_refresh_up_converges(world):
     for i in (0, 1):  # two weights files change: two uploads to interrupt
         with open(world.model / f"pad-{i}.dat", "r+b") as fh:

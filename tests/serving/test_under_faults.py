@@ -21,6 +21,7 @@ from tests.serving.load import SteadyLoad
 
 WARM_N = 4           # answers before the fault
 AFTER_S = 6          # load after service is back, to see that nothing fails any more
+WORKERS = 4          # clients sending back to back
 
 
 def record(served: Served, case: str, report: dict, preview: str) -> None:
@@ -39,7 +40,7 @@ def preview_is_truthful(served: Served) -> str:
 
 def under_load(served: Served, fault) -> tuple[dict, float]:
     """Runs ``fault()`` under steady load; returns the load's report around the fault and when it was."""
-    with SteadyLoad(served.base_url, SERVED, api_key=served.api_key, workers=4) as load:
+    with SteadyLoad(served.base_url, SERVED, api_key=served.api_key, workers=WORKERS) as load:
         load.wait_successes_after(0, n=WARM_N, timeout=120)     # warm: a few answers before the fault
         assert not [o for o in load.outcomes if not o.ok], [o.error for o in load.outcomes if not o.ok]
         at = time.monotonic()
@@ -89,9 +90,12 @@ def test_vllm_killed_while_serving_restarts_and_fails_only_while_down(served: Se
     c.reload()
     assert c.attrs["RestartCount"] == restarts + 1 and c.status == "running"
     # only requests in flight at the kill, or sent while it was down (one host: nothing to fail over
-    # to), failed; none after it served again
+    # to), failed; none after it served again. Requests sent while it was down fail; the ones in flight
+    # may number 0 to the workers: a kill between two of vLLM's batches finds every answer already sent
+    # (CI once saw 0 in flight and 227 sent while down)
     assert report["failed_after_restored"] == 0, report
-    assert report["failed"] >= report["failed_in_flight"] >= 1, report
+    assert report["failed"] > report["failed_in_flight"], report
+    assert report["failed_in_flight"] <= WORKERS, report
     assert report["longest_gap_s"] > 5, report           # the restart: vLLM loads the model again
     record(served, "vLLM main process killed (SIGKILL, restart policy unless-stopped) under load", report,
            preview_is_truthful(served))
