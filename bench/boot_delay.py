@@ -14,6 +14,8 @@ A variant is a name made of these words, joined by ``+``:
   ``--cpu-shares 2`` (with the program's weight, rclone's nice weighs only inside its cgroup);
 - ``apart``: RustFS and rclone on the last core, every vLLM container (local disk's too) on the others
   (for the whole run: in every variant or in none);
+- ``io-idle``: every thread of rclone and of RustFS in the idle I/O class (``ionice -c 3``; this machine's
+  scheduler, mq-deadline, serves the classes in order): the store's reads wait for vLLM's boot's;
 - ``store-cached``: RustFS's data read into the page cache before the start (the store's disk is not
   read during it, as where RustFS runs on another machine);
 - ``cache-in-memory``: rclone's VFS cache on /dev/shm (the fetch writes nothing to the disk).
@@ -50,7 +52,7 @@ from components.config.schema import DEFAULT_MOUNT_COMMAND, DEFAULT_READ_AHEAD_K
 from components.mounting.keeper_tool import FETCH_CPU_SHARES
 from components.serving import vllm
 
-WORDS = ("paced", "unpaced", "unweighted", "yield", "apart", "store-cached", "cache-in-memory")
+WORDS = ("paced", "unpaced", "unweighted", "yield", "io-idle", "apart", "store-cached", "cache-in-memory")
 OUT = ROOT / "bench" / "results-boot-delay.json"
 
 
@@ -108,6 +110,13 @@ def docker_update(container: str, *flags: str) -> None:
     subprocess.run(["docker", "update", *flags, container], check=True, stdout=subprocess.DEVNULL)
 
 
+def server_pids(server: Server) -> list[int]:
+    """The host pids of the processes in RustFS's container."""
+    out = subprocess.run(["docker", "top", server.server.name, "-o", "pid"], capture_output=True, text=True,
+                         check=True).stdout.split()
+    return [int(x) for x in out[1:]]
+
+
 def store_data(server: Server) -> str:
     return subprocess.run(["docker", "volume", "inspect", "-f", "{{.Mountpoint}}", f"{server.server.name}-data"],
                           capture_output=True, text=True, check=True).stdout.strip()
@@ -123,7 +132,10 @@ def mounted(p: start.Paths, server: Server, variant: str) -> Callable[[], float]
         try:
             rclone = rclone_pid(p.mnt)
             each_thread(rclone, cpus={int(last_core())} if "apart" in words else None,
-                        nice=19 if "yield" in words else None)
+                        nice=19 if "yield" in words else None, io_class=3 if "io-idle" in words else None)
+            if "io-idle" in words:
+                for pid in server_pids(server):
+                    each_thread(pid, io_class=3)
             if "unweighted" in words:
                 unweighted(rclone)
             if {"yield", "unweighted"} & set(words):
@@ -138,6 +150,9 @@ def mounted(p: start.Paths, server: Server, variant: str) -> Callable[[], float]
                                                        watch=lambda: start.cached_bytes(vfs)))
         finally:
             unmount(p.mnt)
+            if "io-idle" in words:      # RustFS back in the default class for the next start
+                for pid in server_pids(server):
+                    each_thread(pid, io_class=0)
             if {"yield", "unweighted"} & set(words):
                 docker_update(server.server.name, "--cpu-shares", str(FETCH_CPU_SHARES))
             shutil.rmtree(vfs, ignore_errors=True)

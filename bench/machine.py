@@ -113,14 +113,19 @@ def unweighted(pid: int) -> None:
         (parent.parent / "cgroup.procs").write_text(f"{pid}\n")
 
 
-def each_thread(pid: int, *, cpus: set[int] | None = None, nice: int | None = None) -> None:
-    """Every thread of ``pid`` pinned to ``cpus`` and/or set to ``nice``: on Linux both are per thread, and
-    rclone does its work on threads other than its first."""
+def each_thread(pid: int, *, cpus: set[int] | None = None, nice: int | None = None,
+                io_class: int | None = None) -> None:
+    """Every thread of ``pid`` pinned to ``cpus``, set to ``nice`` and/or to ``io_class`` (``ionice -c``: 3 idle,
+    whose reads mq-deadline dispatches only while no other class waits; 0 none, the default); on Linux all
+    three are per thread (new threads inherit their creator's), and rclone does its work on threads other
+    than its first."""
     for task in os.listdir(f"/proc/{pid}/task"):
         if cpus is not None:
             os.sched_setaffinity(int(task), cpus)
         if nice is not None:
             os.setpriority(os.PRIO_PROCESS, int(task), nice)
+        if io_class is not None:
+            subprocess.run(["ionice", "-c", str(io_class), "-p", task], check=False, stderr=subprocess.DEVNULL)
 
 
 def unmount(path: Path) -> None:

@@ -80,6 +80,7 @@ def test_the_boot_delay_probe_runs_the_shipped_warm_up_and_takes_only_its_pace_o
     assert boot_delay.parse("paced,unpaced+yield+store-cached+cache-in-memory") == [
         "paced", "unpaced+yield+store-cached+cache-in-memory"]
     assert boot_delay.parse("paced+apart,unpaced+apart") == ["paced+apart", "unpaced+apart"]
+    assert boot_delay.parse("paced,paced+io-idle") == ["paced", "paced+io-idle"]
     assert boot_delay.warm_code(True) == WARM_CODE
     unpaced = boot_delay.warm_code(False)
     [shipped] = [x for x in WARM_CODE.splitlines() if x.startswith("RATE_PER_CPU = ")]
