@@ -60,7 +60,9 @@ def stop_quietly_when_interrupted() -> None:
     into a KeyboardInterrupt traceback at whichever RPC the program was waiting on, printed into the
     user's output; the shim catches only ``Exception``. Here the program stops as a SIGINT'd process
     does (the same exit status as before), its output flushed, with nothing printed: the engine has
-    already said why it stopped."""
+    already said why it stopped. Also where SIGINT came in ignored (a non-interactive shell's background
+    job): the host's cancel is the engine's request, which the Go CLI above honours whatever it inherited,
+    and an ignoring program would run on until the host kills it 5 s later."""
     if threading.current_thread() is not threading.main_thread():
         return      # signal handlers can be set only from the main thread
 

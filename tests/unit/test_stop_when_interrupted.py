@@ -9,6 +9,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from tests.helpers import ROOT
 
 CHILD = """
@@ -21,12 +23,15 @@ time.sleep(60)
 """
 
 
-def interrupted(tmp: Path, install: bool) -> subprocess.CompletedProcess:
+def interrupted(tmp: Path, install: bool, inherited=signal.SIG_DFL) -> subprocess.CompletedProcess:
+    """The child starts with SIGINT's disposition ``inherited``: an interactive shell's default, or ignored, as
+    a non-interactive shell's background job (scripts/test's lanes) starts it."""
     code = CHILD.format(install="runtime.stop_quietly_when_interrupted()" if install else "")
     ready = tmp / "ready"
     env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}   # the language host does not set it
     proc = subprocess.Popen([sys.executable, "-c", code, str(ready)], cwd=ROOT, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+                            stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, inherited))
     deadline = time.monotonic() + 30
     while not ready.exists() and time.monotonic() < deadline:
         time.sleep(0.02)
@@ -40,8 +45,11 @@ def test_python_default_prints_a_keyboard_interrupt_traceback(tmp_path):
     assert "Traceback" in done.stderr and "KeyboardInterrupt" in done.stderr, done.stderr
 
 
-def test_with_the_handler_the_program_stops_as_sigint_does_printing_nothing_and_losing_no_output(tmp_path):
-    done = interrupted(tmp_path, install=True)
+@pytest.mark.parametrize("inherited", [signal.SIG_DFL, signal.SIG_IGN], ids=["default", "ignored"])
+def test_with_the_handler_the_program_stops_as_sigint_does_printing_nothing_and_losing_no_output(tmp_path, inherited):
+    # ignored too: the language host's cancel is the engine's request, and the Go CLI above it handles SIGINT
+    # whatever it inherited (Go's signal.Notify)
+    done = interrupted(tmp_path, install=True, inherited=inherited)
     assert done.returncode == -signal.SIGINT, done
     assert done.stderr == "", done.stderr
     assert done.stdout == "output still in its buffer", done.stdout
