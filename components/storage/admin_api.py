@@ -19,9 +19,17 @@ from components.errors import ProviderError
 SHARED_HINT = "set rustfs-vllm:readKeys to shared (serving hosts then hold the root keys)"
 
 
+# A RustFS that has just started answers 503 ("server context is not ready") for some seconds: a `pulumi up
+# --refresh` right after a host restart met it (tests/reliability/test_host_restart.py). 503 is retried for
+# about 30 s (0.5, 1, 2, then 4 s apart), on the admin API's GETs and PUTs (each idempotent here); the last
+# answer, if still 503, is explained as any other.
+NOT_READY_RETRIES = 10
+NOT_READY_BACKOFF_MAX = 4.0
+
+
 def admin_for(props: dict[str, Any]) -> Any:
     """An admin client of the endpoint, with the root keys; a server's answer is not retried (its body is
-    the message), a refused connection is, briefly."""
+    the message) but a starting server's 503, and a refused connection is, briefly."""
     from minio import MinioAdmin
     from minio.credentials import StaticProvider
     from urllib3 import PoolManager, Retry, Timeout
@@ -29,7 +37,9 @@ def admin_for(props: dict[str, Any]) -> Any:
     url = urlsplit(props["endpoint"])
     http = PoolManager(timeout=Timeout(connect=10, read=60), cert_reqs="CERT_REQUIRED",
                        ca_certs=props.get("ca_bundle") or _system_cas(),
-                       retries=Retry(total=3, connect=3, read=0, status=0, backoff_factor=0.5))
+                       retries=Retry(total=3 + NOT_READY_RETRIES, connect=3, read=0, status=NOT_READY_RETRIES,
+                                     status_forcelist=[503], raise_on_status=False, backoff_factor=0.5,
+                                     backoff_max=NOT_READY_BACKOFF_MAX))
     return MinioAdmin(endpoint=url.netloc, credentials=StaticProvider(props["access_key"], props["secret_key"]),
                       secure=url.scheme == "https", http_client=http)
 
