@@ -4,10 +4,8 @@ item 3): vLLM's cold starts of one model, local disk against the mount with the 
 
 A variant is a name made of these words, joined by ``+``:
 
-- ``paced``: the warm-up's pace as it is (components/mounting/warm.py: RATE_PER_CPU per core, until vLLM's
-  loader maps a shard: UNPACE_AT_LOAD); ``unpaced``: no pace (the warm-up fetches as fast as rclone goes);
-- ``paced-throughout``: with ``paced``, the pace kept after the load begins too (UNPACE_AT_LOAD off: the
-  warm-up as it was before);
+- ``paced``: the warm-up's pace as it is (components/mounting/warm.py: RATE_PER_CPU per core);
+  ``unpaced``: no pace (the warm-up fetches as fast as rclone goes);
 - the fetch at the program's CPU weight (keeper_tool.FETCH_CPU_SHARES: rclone in a cgroup of that weight, as
   in its keeper container, and RustFS's container at it; bench.machine.mount, bench.server) unless
   ``unweighted``: rclone in the root cgroup at nice 0 and RustFS's container at Docker's default 1024, as
@@ -54,8 +52,7 @@ from components.config.schema import DEFAULT_MOUNT_COMMAND, DEFAULT_READ_AHEAD_K
 from components.mounting.keeper_tool import FETCH_CPU_SHARES
 from components.serving import vllm
 
-WORDS = ("paced", "unpaced", "unweighted", "yield", "io-idle", "apart", "store-cached", "cache-in-memory",
-         "paced-throughout")
+WORDS = ("paced", "unpaced", "unweighted", "yield", "io-idle", "apart", "store-cached", "cache-in-memory")
 OUT = ROOT / "bench" / "results-boot-delay.json"
 
 
@@ -70,8 +67,6 @@ def parse(variants: str) -> list[str]:
             raise SystemExit(f"bench.boot_delay: variant {v!r}: {', '.join(unknown)} unknown; use {', '.join(WORDS)}")
         if ("paced" in words) == ("unpaced" in words):
             raise SystemExit(f"bench.boot_delay: variant {v!r} names neither 'paced' nor 'unpaced', or both")
-        if "paced-throughout" in words and "paced" not in words:
-            raise SystemExit(f"bench.boot_delay: variant {v!r}: 'paced-throughout' goes with 'paced'")
     if not out:
         raise SystemExit("bench.boot_delay: no variant given")
     apart = {"apart" in v.split("+") for v in out}
@@ -80,18 +75,13 @@ def parse(variants: str) -> list[str]:
     return out
 
 
-def warm_code(paced: bool, throughout: bool = False) -> str:
-    """The entrypoint's warm-up as the program ships it, with its pace off (RATE_PER_CPU 0), or with the
-    pace kept after the load begins (``throughout``: UNPACE_AT_LOAD off)."""
+def warm_code(paced: bool) -> str:
+    """The entrypoint's warm-up as the program ships it, or with its pace off (RATE_PER_CPU 0)."""
     code = vllm.WARM_CODE
-    if not paced:
-        return _set(code, "RATE_PER_CPU", "0")
-    return _set(code, "UNPACE_AT_LOAD", "False") if throughout else code
-
-
-def _set(code: str, name: str, value: str) -> str:
-    line = next(x for x in code.splitlines() if x.startswith(f"{name} = "))
-    return code.replace(line, f"{name} = {value}")
+    if paced:
+        return code
+    line = next(x for x in code.splitlines() if x.startswith("RATE_PER_CPU = "))
+    return code.replace(line, "RATE_PER_CPU = 0")
 
 
 def last_core() -> str:
@@ -154,7 +144,7 @@ def mounted(p: start.Paths, server: Server, variant: str) -> Callable[[], float]
             if "store-cached" in words:
                 subprocess.run(f"find {store_data(server)} -type f -print0 | xargs -0 cat > /dev/null", shell=True,
                                check=True)
-            entrypoint = ["/bin/sh", "-c", vllm.MOUNT_WAIT, "rustfs-vllm-wait-mount", warm_code("paced" in words, "paced-throughout" in words),
+            entrypoint = ["/bin/sh", "-c", vllm.MOUNT_WAIT, "rustfs-vllm-wait-mount", warm_code("paced" in words),
                           *vllm.VLLM_ENTRYPOINT]
             return p._keep(variant, weights.vllm_start(WORK, p.args, source_dir=p.mnt, entrypoint=entrypoint,
                                                        watch=lambda: start.cached_bytes(vfs)))

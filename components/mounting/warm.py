@@ -18,11 +18,6 @@ this file's text with ``python3 -c`` (components.serving.vllm), and the mount to
 
     python3 -c "$(cat warm.py)" FOLDER [SECONDS]
 
-The pace holds only while vLLM boots (RATE_PER_CPU, below): once another process in the container maps one of
-the model's large files (vLLM's loader), the boot's CPU work is done and the rest comes as
-fast as rclone goes (UNPACE_AT_LOAD; the entrypoint's warm-up only, where the processes it looks at are
-the container's).
-
 Order: the small files first (vLLM reads config and tokenizer at once), then the rest by name (the
 order vLLM reads safetensors shards). Each file is cut into up to PARTS_PER_FILE parts of at least
 MIN_PART bytes; WORKERS threads probe the parts in that order, so the next file starts while the last
@@ -45,11 +40,6 @@ PROBE = 4096           # one page
 # 3.36 GB then take 17 s, inside vLLM's boot (22 s here); a 32-core GPU host's pace, 3.2 GB/s, is above
 # what its network gives, so there it is no cap.
 RATE_PER_CPU = 100e6
-# the pace ends once vLLM's loader has one of the model's large files open or mapped (issue 46: on the 6.34 GB
-# model only about 75 % was fetched when the load began, and the load waited on the paced rest); looked for
-# every LOOK_EVERY seconds in /proc, this process aside
-UNPACE_AT_LOAD = True
-LOOK_EVERY = 0.5
 
 
 def rate():
@@ -92,69 +82,20 @@ def probes(off, length):
     return [off] + [max(off, min(o + STRIDE, end) - PROBE) for o in range(off, end, STRIDE)]
 
 
-def mapped_elsewhere(paths, me=None):
-    """Has a process other than ``me`` (this one) mapped one of ``paths`` (safetensors' loader maps each
-    shard; a look at a shard's header, as vLLM's config makes, only reads it)? Processes it may not look
-    at count as not."""
-    me = os.getpid() if me is None else me
-    wanted = set(paths)
-    try:
-        pids = [d for d in os.listdir("/proc") if d.isdigit() and int(d) != me]
-    except OSError:
-        return False
-    for pid in pids:
-        try:
-            with open(f"/proc/{pid}/maps", encoding="utf-8", errors="replace") as fh:
-                if any(line.rstrip("\n").split(None, 5)[-1] in wanted for line in fh if "/" in line):
-                    return True
-        except OSError:
-            continue
-    return False
-
-
-def watch_load(files, stop, every=LOOK_EVERY, then=None):
-    """An Event set once another process maps one of ``files``' large ones (vLLM's loader), after
-    which ``then()`` runs; the watch ends then, or when ``stop`` (an Event) is set."""
-    began = threading.Event()
-    big = [os.path.realpath(p) for p, size in files if size > SMALL] + [p for p, size in files if size > SMALL]
-
-    def look():
-        while big and not stop.is_set():
-            if mapped_elsewhere(big):
-                began.set()
-                if then is not None:
-                    then()
-                return
-            stop.wait(every)
-
-    threading.Thread(target=look, daemon=True).start()
-    return began
-
-
-def warm(folder, seconds=600.0, workers=WORKERS, pace=None, until_load=False):
-    """Warm every file under ``folder``; (files, bytes warmed, seconds, first error or ""). ``until_load``:
-    the pace ends once another process maps one of the large files (watch_load)."""
+def warm(folder, seconds=600.0, workers=WORKERS, pace=None):
+    """Warm every file under ``folder``; (files, bytes warmed, seconds, first error or "")."""
     errors = []
-    return warm_files(files_of(folder, errors), seconds, workers, errors, rate() if pace is None else pace,
-                      until_load)
+    return warm_files(files_of(folder, errors), seconds, workers, errors, rate() if pace is None else pace)
 
 
-def warm_files(files, seconds=600.0, workers=WORKERS, errors=None, pace=0.0, until_load=False):
+def warm_files(files, seconds=600.0, workers=WORKERS, errors=None, pace=0.0):
     """Probe ``files`` ((path, size) in reading order) in parts, ``workers`` at a time, at most ``pace``
-    bytes a second (0: as fast as rclone goes; ``until_load``: until another process maps one of the large
-    files); the bytes counted are the bytes rclone has fetched (each probe returns once the part's
-    download got past it)."""
+    bytes a second (0: as fast as rclone goes); the bytes counted are the bytes rclone has fetched (each
+    probe returns once the part's download got past it)."""
     start = time.monotonic()
     errors = [] if errors is None else errors
     todo = parts_of(files)
     lock, done = threading.Lock(), [0]
-    finished = threading.Event()
-
-    def unpaced():
-        print(f"rustfs-vllm: warm-up: vLLM began to load after {time.monotonic() - start:.1f} s, "
-              f"{done[0] / 1e9:.2f} GB warmed; the rest unpaced", file=sys.stderr, flush=True)
-
-    loading = watch_load(files, finished, then=unpaced) if pace and until_load else threading.Event()
 
     def worker():
         while True:
@@ -169,10 +110,10 @@ def warm_files(files, seconds=600.0, workers=WORKERS, errors=None, pace=0.0, unt
                         os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_RANDOM)
                     end, reached = off + length, off
                     for at in probes(off, length):
-                        if pace and not loading.is_set():   # ahead of the pace: wait (rclone stops a window past the probe)
+                        if pace:      # ahead of the pace: wait (rclone's download stops a window past the probe)
                             ahead = done[0] / pace - (time.monotonic() - start)
                             if ahead > 0:
-                                loading.wait(min(ahead, 1.0))
+                                time.sleep(min(ahead, 1.0))
                         if time.monotonic() - start > seconds or not os.pread(fd, PROBE, at):
                             break
                         with lock:
@@ -189,7 +130,6 @@ def warm_files(files, seconds=600.0, workers=WORKERS, errors=None, pace=0.0, unt
         t.start()
     for t in threads:
         t.join()
-    finished.set()
     took = time.monotonic() - start
     problem = errors[0] if errors else (f"not done within {seconds:g} s" if todo else "")
     return len(files), done[0], took, problem
@@ -216,7 +156,7 @@ def main(argv):
     except OSError:
         pass
     try:
-        print(report(folder, warm(folder, seconds, until_load=UNPACE_AT_LOAD)), file=sys.stderr, flush=True)
+        print(report(folder, warm(folder, seconds)), file=sys.stderr, flush=True)
     except Exception as exc:   # noqa: BLE001 - best effort: one line, never a traceback
         print(f"rustfs-vllm: warm-up of {folder} failed: {exc} (best effort: vLLM reads through the mount)",
               file=sys.stderr, flush=True)

@@ -70,7 +70,6 @@ def test_a_run_holds_page_reporting_back_only_when_asked_and_says_which(params_d
     ("paced+unpaced", "or both"),
     (",", "no variant given"),
     ("paced+apart,unpaced", "'apart' pins every start of the run; name it in every variant or in none"),
-    ("unpaced+paced-throughout", "'paced-throughout' goes with 'paced'"),
 ])
 def test_a_boot_delay_variant_that_says_nothing_clear_is_refused_in_one_line(given, message):
     with pytest.raises(SystemExit, match=re.escape(message)):
@@ -88,11 +87,6 @@ def test_the_boot_delay_probe_runs_the_shipped_warm_up_and_takes_only_its_pace_o
     assert warm.RATE_PER_CPU > 0 and shipped not in unpaced and "RATE_PER_CPU = 0\n" in unpaced
     assert [x for x in unpaced.splitlines() if "RATE_PER_CPU" not in x] == [
         x for x in WARM_CODE.splitlines() if "RATE_PER_CPU" not in x]
-    throughout = boot_delay.warm_code(True, throughout=True)       # the warm-up as it was before the unpace
-    assert warm.UNPACE_AT_LOAD and "UNPACE_AT_LOAD = False\n" in throughout
-    assert [x for x in throughout.splitlines() if "UNPACE_AT_LOAD" not in x] == [
-        x for x in WARM_CODE.splitlines() if "UNPACE_AT_LOAD" not in x]
-    assert boot_delay.parse("paced,paced+paced-throughout") == ["paced", "paced+paced-throughout"]
 
 
 def test_the_prefault_writes_the_free_memory_but_the_room_kept_and_says_so(monkeypatch):

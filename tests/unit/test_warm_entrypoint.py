@@ -53,39 +53,3 @@ def test_the_probes_of_a_part_start_at_its_first_byte_and_reach_its_last_one_str
         assert all(b - a <= warm.STRIDE for a, b in zip(at, at[1:]))  # never a gap rclone would open a range for
         assert all(off <= a < off + length for a in at)
     assert len(warm.probes(0, 3 << 30)) * warm.PROBE <= (3 << 30) // 200   # under 0.5% of the bytes cross FUSE
-
-
-MAPPER = ("import mmap, sys, time; time.sleep(float(sys.argv[2])); fh = open(sys.argv[1], 'rb'); "
-          "m = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ); fh.close(); time.sleep(8)")
-
-
-def test_the_pace_ends_once_another_process_maps_a_shard_as_vllms_loader_does(tmp_path, capfd):
-    """Issue 46: the warm-up's pace holds while vLLM boots and ends when its loader maps a shard (here a
-    real process maps the file after 0.5 s): 24 MiB at 6 MB/s take 4 s paced throughout, well under 2 s
-    when the pace ends; a process that only reads the shard's header (as vLLM's config does) ends nothing."""
-    import sys
-
-    from components.mounting import warm
-
-    shard = tmp_path / "model.safetensors"
-    shard.write_bytes(b"\0" * (24 << 20))
-    files = [(str(shard), 24 << 20)]
-    took = {}
-    for until_load in (True, False):
-        mapper = subprocess.Popen([sys.executable, "-c", MAPPER, str(shard), "0.5"])
-        try:
-            _, done, took[until_load], problem = warm.warm_files(files, pace=6e6, until_load=until_load)
-        finally:
-            mapper.kill()
-            mapper.wait()
-        assert done == 24 << 20 and problem == ""
-    err = capfd.readouterr().err
-    assert took[True] < 2.0 and took[False] >= 3.5, took
-    assert err.count("rustfs-vllm: warm-up: vLLM began to load after ") == 1, err    # said once, when it ended
-    reader = subprocess.Popen([sys.executable, "-c", f"fh = open({str(shard)!r}, 'rb'); fh.read(8); import time; time.sleep(8)"])
-    try:
-        time.sleep(0.3)
-        assert not warm.mapped_elsewhere([str(shard)])
-    finally:
-        reader.kill()
-        reader.wait()
