@@ -18,7 +18,10 @@ A variant is a name made of these words, joined by ``+``:
   scheduler, mq-deadline, serves the classes in order): the store's reads wait for vLLM's boot's;
 - ``store-cached``: RustFS's data read into the page cache before the start (the store's disk is not
   read during it, as where RustFS runs on another machine);
-- ``cache-in-memory``: rclone's VFS cache on /dev/shm (the fetch writes nothing to the disk).
+- ``cache-in-memory``: rclone's VFS cache on /dev/shm (the fetch writes nothing to the disk);
+- ``prefetch``, ``eager``: vLLM's ``--safetensors-load-strategy`` for the start through the mount (local disk's
+  start keeps vLLM's default): ``prefetch`` reads the shards into the page cache in 8 threads beside the
+  loader, ``eager`` reads each shard whole before taking its tensors, instead of mapping it.
 
 Every start drops the page cache first (then ``store-cached`` reads the store's data back). The free
 page reporting of this VM is held back and the machine's free memory written once before the starts
@@ -52,7 +55,8 @@ from components.config.schema import DEFAULT_MOUNT_COMMAND, DEFAULT_READ_AHEAD_K
 from components.mounting.keeper_tool import FETCH_CPU_SHARES
 from components.serving import vllm
 
-WORDS = ("paced", "unpaced", "unweighted", "yield", "io-idle", "apart", "store-cached", "cache-in-memory")
+WORDS = ("paced", "unpaced", "unweighted", "yield", "io-idle", "apart", "store-cached", "cache-in-memory",
+         "prefetch", "eager")
 OUT = ROOT / "bench" / "results-boot-delay.json"
 
 
@@ -67,6 +71,8 @@ def parse(variants: str) -> list[str]:
             raise SystemExit(f"bench.boot_delay: variant {v!r}: {', '.join(unknown)} unknown; use {', '.join(WORDS)}")
         if ("paced" in words) == ("unpaced" in words):
             raise SystemExit(f"bench.boot_delay: variant {v!r} names neither 'paced' nor 'unpaced', or both")
+        if {"prefetch", "eager"} <= set(words):
+            raise SystemExit(f"bench.boot_delay: variant {v!r} names two load strategies")
     if not out:
         raise SystemExit("bench.boot_delay: no variant given")
     apart = {"apart" in v.split("+") for v in out}
@@ -146,7 +152,8 @@ def mounted(p: start.Paths, server: Server, variant: str) -> Callable[[], float]
                                check=True)
             entrypoint = ["/bin/sh", "-c", vllm.MOUNT_WAIT, "rustfs-vllm-wait-mount", warm_code("paced" in words),
                           *vllm.VLLM_ENTRYPOINT]
-            return p._keep(variant, weights.vllm_start(WORK, p.args, source_dir=p.mnt, entrypoint=entrypoint,
+            strategy = [f"--safetensors-load-strategy={w}" for w in words if w in ("prefetch", "eager")]
+            return p._keep(variant, weights.vllm_start(WORK, [*p.args, *strategy], source_dir=p.mnt, entrypoint=entrypoint,
                                                        watch=lambda: start.cached_bytes(vfs)))
         finally:
             unmount(p.mnt)

@@ -70,6 +70,7 @@ def test_a_run_holds_page_reporting_back_only_when_asked_and_says_which(params_d
     ("paced+unpaced", "or both"),
     (",", "no variant given"),
     ("paced+apart,unpaced", "'apart' pins every start of the run; name it in every variant or in none"),
+    ("paced+prefetch+eager", "names two load strategies"),
 ])
 def test_a_boot_delay_variant_that_says_nothing_clear_is_refused_in_one_line(given, message):
     with pytest.raises(SystemExit, match=re.escape(message)):
