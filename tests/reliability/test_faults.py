@@ -165,8 +165,9 @@ def test_sigint_mid_run_then_up_converges(world):
     recorded = {r.get("id") for r in resources if r["type"] == "docker:index/container:Container"}
     # a mount's keeper container is made by the mount's command, not by the Docker provider: it is the
     # engine's when that command is in the state, or when the mount root's is. A mount cut short by the
-    # cancel (the engine cancels the command provider's operations in flight; CI saw it once) is in no
-    # state, and its keeper is the root's leftover: root-down removes keepers under the root
+    # cancel is in no state (tried with pulumi-command 1.2.1: on the CLI's SIGINT the provider kills the
+    # command's process at once, SIGKILL, and the create fails; CI saw such a keeper once), and its keeper
+    # is the root's leftover: root-down removes keepers under the root
     # (mount_root.root_down), and the next up's mount replaces it by name (keeper_tool.start_keeper)
     mounts = {r["urn"].split("::")[-1] for r in resources if r["type"] == "command:local:Command"}
     keepers = {c.id for c in made if c.labels.get("rustfs-vllm.role") == "mount"}
