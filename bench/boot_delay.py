@@ -48,8 +48,8 @@ import docker.models.containers
 from bench import start, stats, weights
 from bench.fresh_memory import page_reporting, prefault
 from bench.machine import ROOT, WORK, drop_caches, each_thread, log, mount, rclone_pid, unmount, unweighted
-from bench.models import model_uploaded
-from bench.server import MODEL, Server, fresh_server, uploaded
+from bench.models import probe_paths
+from bench.server import Server, fresh_server
 from components.config import DEFAULT_MOUNT_FLAGS
 from components.config.schema import DEFAULT_MOUNT_COMMAND, DEFAULT_READ_AHEAD_KB
 from components.mounting.keeper_tool import FETCH_CPU_SHARES
@@ -170,12 +170,7 @@ def probe(size: str, rounds: int, variants: list[str]) -> dict:
     with page_reporting(True) as state, fresh_server("rustfs") as server:
         t = time.monotonic()
         written = prefault()
-        if size == "smollm2":
-            uploaded(server, "up-real-model", MODEL, "real-model")
-            model, bucket, args = MODEL, "up-real-model", weights.SMALL_ARGS
-        else:
-            model, bucket, args = model_uploaded(server, {}, size, 1), f"up-{size}-model", weights.BIG_ARGS
-        p = start.Paths(server, model, bucket, args)
+        p = probe_paths(server, size)
         apart = any("apart" in v.split("+") for v in variants)
         if apart:       # every path alike: the vLLM containers on the other cores, RustFS on the last
             docker_update(server.server.name, "--cpuset-cpus", last_core())
@@ -187,7 +182,7 @@ def probe(size: str, rounds: int, variants: list[str]) -> dict:
         for name, starts in p.starts.items():        # per round, against local disk's start of that round
             out["phases"][name]["load_begins_vs_local_s"] = stats.Samples(
                 [s.phases["load_begins"] - b.phases["load_begins"] for s, b in zip(starts, local)]).summary(2)
-    return {"size": size, "model": model.name, "rounds": rounds, "variants": variants, "page_reporting": state,
+    return {"size": size, "model": p.model.name, "rounds": rounds, "variants": variants, "page_reporting": state,
             "prefault": written, "fetch_cpu_shares": FETCH_CPU_SHARES,
             "apart": f"vLLM on cores {others}, RustFS and rclone on core {last_core()}" if apart else None,
             "seconds": round(time.monotonic() - t), **out}

@@ -17,6 +17,15 @@ from bench.upload import bench_upload
 SIZES = ("large", "big", "smollm2")
 
 
+def probe_paths(server: Server, size: str) -> start.Paths:
+    """The starts of one size's model for a probe (bench.boot_delay, bench.cache_direct): SmolLM2 or the
+    synthetic model of ``size``, uploaded once (bucket up-real-model or up-<size>-model, prefix m)."""
+    if size == "smollm2":
+        uploaded(server, "up-real-model", MODEL, "real-model")
+        return start.Paths(server, MODEL, "up-real-model", weights.SMALL_ARGS)
+    return start.Paths(server, model_uploaded(server, {}, size, 1), f"up-{size}-model", weights.BIG_ARGS)
+
+
 def model_uploaded(server: Server, results: dict, size: str, rounds: int) -> Path:
     """The model of ``size`` (bench.big_model), built once, in bucket up-<size>-model (prefix m):
     with ``rounds`` above 1 our upload against rclone copy (results[size]["upload"]), else one

@@ -86,6 +86,10 @@ def parse_args() -> argparse.Namespace:
                     help="only why a cold start through the mount begins to load later than local disk: the starts "
                          "of one size with the fetch changed per variant (bench/boot_delay.py, e.g. "
                          "large:2:paced,unpaced+yield), added to bench/results-boot-delay.json")
+    ap.add_argument("--cache-direct", metavar="SIZE:ROUNDS",
+                    help="only the warm mount's starts against vLLM reading the full VFS cache's files directly "
+                         "(rclone out of the way: what FUSE costs the warm path) and local disk "
+                         "(bench/cache_direct.py, e.g. large:3), written to bench/results-cache-direct.json")
     ap.add_argument("--hosts", action="store_true",
                     help="only `up` of one model on one simulated serving host and on two (tests/hosts/sim-hosts), "
                          "added to results-<server>.json as hosts")
@@ -241,6 +245,10 @@ def main() -> None:
         from bench import boot_delay
 
         boot_delay.main(args.boot_delay.split(":", 2))
+    elif args.cache_direct:
+        from bench import cache_direct
+
+        cache_direct.main(args.cache_direct.split(":", 1))
     elif args.hosts:
         run_hosts(args.server)
     elif args.preview_5g:

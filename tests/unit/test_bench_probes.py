@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from bench import boot_delay, fetch_cpu, fresh_memory
+from bench import boot_delay, cache_direct, fetch_cpu, fresh_memory
 from components.mounting import warm
 from components.serving.vllm import WARM_CODE
 
@@ -130,3 +130,22 @@ def test_the_bench_rclone_gets_the_keepers_cpu_weight_in_a_cgroup_of_its_own(tmp
         f.unlink()
     machine.remove_fetch_cgroup(name, wait=0)
     assert not (v2 / name).exists()
+
+
+@pytest.mark.parametrize("argv", [[], ["large"], ["huge", "3"], ["large", "x"], ["large", "0"], ["large", "3", "4"]])
+def test_the_cache_direct_probe_refuses_what_it_cannot_run_in_one_line(argv):
+    with pytest.raises(SystemExit, match=re.escape("usage: python -m bench.cache_direct large|big|smollm2 ROUNDS")):
+        cache_direct.main(argv)
+
+
+def test_the_cache_direct_probe_finds_the_models_folder_in_rclones_cache_and_only_one(tmp_path):
+    folder = tmp_path / "vfs" / "BENCH" / "up-large-model" / "m"
+    folder.mkdir(parents=True)
+    (folder / "config.json").write_text("{}")
+    (tmp_path / "vfsMeta" / "BENCH" / "up-large-model" / "m").mkdir(parents=True)     # rclone's metadata: not it
+    assert cache_direct.cache_folder(tmp_path) == folder
+    other = tmp_path / "vfs" / "BENCH" / "other" / "m"
+    other.mkdir(parents=True)
+    (other / "config.json").write_text("{}")
+    with pytest.raises(RuntimeError, match="expected one model folder"):
+        cache_direct.cache_folder(tmp_path)
