@@ -17,6 +17,7 @@ from pathlib import Path
 
 import docker
 import pytest
+import requests
 
 from components.mounting import keeper_tool, mount_tool, vfs_cache
 from tests.helpers import keeper_privileges
@@ -155,6 +156,18 @@ def _logs(name: str) -> str:
     return subprocess.run(["docker", "logs", name], capture_output=True, text=True).stderr
 
 
+def _inspect(name: str) -> dict:
+    """The container's inspect, on a connection of its own, once more after a connection error: CI once had
+    a pooled connection reset by the engine during this test's minutes of polling (connection reset by peer;
+    a connection left idle 250 s was not reset here, so the cause is not known). What is asserted is the
+    keeper's state, not the connection's."""
+    try:
+        return docker.APIClient().inspect_container(name)
+    except requests.exceptions.ConnectionError:
+        time.sleep(1)
+        return docker.APIClient().inspect_container(name)
+
+
 STAYS_DOWN_S = 300     # issue 45: a keeper that gave up is not started again for at least this long
 
 
@@ -174,9 +187,8 @@ def test_a_keeper_that_cannot_mount_gives_up_and_stays_down(root_dir):
     started = time.monotonic()
     try:
         keeper_tool.start_keeper(name, RCLONE_IMAGE, point, name, _keeper_argv(home, point, spec))
-        api = docker.APIClient()
         while time.monotonic() - started < 150:
-            state = api.inspect_container(name)
+            state = _inspect(name)
             if not state["State"]["Running"]:
                 break
             time.sleep(1)
@@ -190,9 +202,8 @@ def test_a_keeper_that_cannot_mount_gives_up_and_stays_down(root_dir):
         assert "NOSUCH" in last and "pulumi up" in last, last     # rclone's own words, and what to do
         assert 60 <= took <= 150, took
         first_start = state["State"]["StartedAt"]
-        api.close()     # dockerd drops a keep-alive connection left idle that long (CI: connection reset by peer)
         time.sleep(max(0.0, STAYS_DOWN_S - (time.monotonic() - started - took)))
-        after = docker.APIClient().inspect_container(name)
+        after = _inspect(name)
         assert not after["State"]["Running"] and after["RestartCount"] == 0, after["State"]
         assert after["State"]["StartedAt"] == first_start, "the keeper was started again"
         assert keeper_tool.keeper_trouble(name) and "gave up" in keeper_tool.keeper_trouble(name)
