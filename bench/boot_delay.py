@@ -47,8 +47,8 @@ import docker.models.containers
 
 from bench import start, stats, weights
 from bench.fresh_memory import page_reporting, prefault
-from bench.machine import ROOT, WORK, drop_caches, each_thread, log, mount, rclone_pid, unmount, unweighted
-from bench.models import probe_paths
+from bench.machine import ROOT, WORK, drop_caches, each_thread, mount, rclone_pid, unmount, unweighted
+from bench.models import SIZES, probe_paths
 from bench.server import Server, fresh_server
 from components.config import DEFAULT_MOUNT_FLAGS
 from components.config.schema import DEFAULT_MOUNT_COMMAND, DEFAULT_READ_AHEAD_KB
@@ -189,7 +189,7 @@ def probe(size: str, rounds: int, variants: list[str]) -> dict:
 
 
 def main(argv: list[str]) -> None:
-    if len(argv) != 3 or argv[0] not in ("large", "big", "smollm2") or not argv[1].isdigit():
+    if len(argv) != 3 or argv[0] not in SIZES or not argv[1].isdigit():
         raise SystemExit("usage: python -m bench.boot_delay large|big|smollm2 ROUNDS VARIANT[,VARIANT...]")
     variants = parse(argv[2])
     WORK.mkdir(parents=True, exist_ok=True)
@@ -197,8 +197,7 @@ def main(argv: list[str]) -> None:
     results = json.loads(OUT.read_text()) if OUT.exists() else {}
     results[f"{argv[0]}: {argv[2]}"] = result
     OUT.write_text(json.dumps(results, indent=2) + "\n")
-    for name, ph in result["phases"].items():
-        log(f"{name}: " + ", ".join(f"{k} {v['median']}" for k, v in ph.items() if isinstance(v, dict) and "median" in v))
+    start.log_medians(result)
 
 
 if __name__ == "__main__":

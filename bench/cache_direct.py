@@ -21,15 +21,14 @@ from pathlib import Path
 
 from bench import start, stats, weights
 from bench.fresh_memory import page_reporting, prefault
-from bench.machine import ROOT, WORK, drop_caches, log, mount, unmount
-from bench.models import probe_paths
+from bench.machine import ROOT, WORK, drop_caches, mount, unmount
+from bench.models import SIZES, probe_paths
 from bench.server import fresh_server
 from components.config import DEFAULT_MOUNT_FLAGS
 from components.config.schema import DEFAULT_MOUNT_COMMAND, DEFAULT_READ_AHEAD_KB
 from components.mounting import warm
 
 OUT = ROOT / "bench" / "results-cache-direct.json"
-SIZES = ("large", "big", "smollm2")
 
 
 def cache_folder(vfs: Path) -> Path:
@@ -73,8 +72,7 @@ def main(argv: list[str]) -> None:
     results = json.loads(OUT.read_text()) if OUT.exists() else {}
     results[argv[0]] = result
     OUT.write_text(json.dumps(results, indent=2) + "\n")
-    for name, ph in result["phases"].items():
-        log(f"{name}: " + ", ".join(f"{k} {v['median']}" for k, v in ph.items() if isinstance(v, dict) and "median" in v))
+    start.log_medians(result)
 
 
 if __name__ == "__main__":

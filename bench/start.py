@@ -136,6 +136,12 @@ def cached_bytes(cache_dir: Path) -> int:
     return n
 
 
+def log_medians(out: dict) -> None:
+    """One line per path of a summary's phases: each phase's median (the probes' last words)."""
+    for name, ph in out["phases"].items():
+        log(f"{name}: " + ", ".join(f"{k} {v['median']}" for k, v in ph.items() if isinstance(v, dict) and "median" in v))
+
+
 def summary(paths: Paths, got: dict[str, stats.Samples]) -> dict:
     """Phases, copy times and the ratios the issue names, for one model."""
     out: dict = {"samples": len(got["local"].values), "phases": {}, "ratios": {}}
