@@ -21,7 +21,13 @@ A variant is a name made of these words, joined by ``+``:
 - ``cache-in-memory``: rclone's VFS cache on /dev/shm (the fetch writes nothing to the disk);
 - ``prefetch``, ``eager``: vLLM's ``--safetensors-load-strategy`` for the start through the mount (local disk's
   start keeps vLLM's default): ``prefetch`` reads the shards into the page cache in 8 threads beside the
-  loader, ``eager`` reads each shard whole before taking its tensors, instead of mapping it.
+  loader, ``eager`` reads each shard whole before taking its tensors, instead of mapping it;
+- ``warm``: the VFS cache full before the start (filled unpaced through the mount, as bench.start's warm
+  path does: a restart), instead of empty;
+- ``page-in``: the warm-up, once rclone holds the files, reads their pages through the mount into the page
+  cache (warm.py's PAGE_IN), at the warm-up's pace or none as the variant says;
+- ``cache-hot``: rclone's VFS cache files read into the page cache after the drop, before the start (not
+  timed): what a load through the mount costs when rclone's reads of its cache do not wait on the disk.
 
 Every start drops the page cache first (then ``store-cached`` reads the store's data back). The free
 page reporting of this VM is held back and the machine's free memory written once before the starts
@@ -53,10 +59,11 @@ from bench.server import Server, fresh_server
 from components.config import DEFAULT_MOUNT_FLAGS
 from components.config.schema import DEFAULT_MOUNT_COMMAND, DEFAULT_READ_AHEAD_KB
 from components.mounting.keeper_tool import FETCH_CPU_SHARES
+from components.mounting import warm as warm_mod
 from components.serving import vllm
 
 WORDS = ("paced", "unpaced", "unweighted", "yield", "io-idle", "apart", "store-cached", "cache-in-memory",
-         "prefetch", "eager")
+         "prefetch", "eager", "warm", "page-in", "cache-hot")
 OUT = ROOT / "bench" / "results-boot-delay.json"
 
 
@@ -81,13 +88,20 @@ def parse(variants: str) -> list[str]:
     return out
 
 
-def warm_code(paced: bool) -> str:
-    """The entrypoint's warm-up as the program ships it, or with its pace off (RATE_PER_CPU 0)."""
+def warm_code(paced: bool, page_in: bool = False) -> str:
+    """The entrypoint's warm-up as the program ships it, or with its pace off (RATE_PER_CPU 0), its page-in
+    on or off (PAGE_IN)."""
     code = vllm.WARM_CODE
-    if paced:
-        return code
-    line = next(x for x in code.splitlines() if x.startswith("RATE_PER_CPU = "))
-    return code.replace(line, "RATE_PER_CPU = 0")
+
+    def setting(name: str, value: str) -> None:
+        nonlocal code
+        line = next(x for x in code.splitlines() if x.startswith(f"{name} = "))
+        code = code.replace(line, f"{name} = {value}")
+
+    if not paced:
+        setting("RATE_PER_CPU", "0")
+    setting("PAGE_IN", str(page_in))
+    return code
 
 
 def last_core() -> str:
@@ -144,13 +158,17 @@ def mounted(p: start.Paths, server: Server, variant: str) -> Callable[[], float]
                     each_thread(pid, io_class=3)
             if "unweighted" in words:
                 unweighted(rclone)
+            if "warm" in words:     # a restart: the VFS cache full (filled unpaced, not timed)
+                warm_mod.warm(str(p.mnt / "m"), pace=0)
             if {"yield", "unweighted"} & set(words):
                 docker_update(server.server.name, "--cpu-shares", "2" if "yield" in words else "1024")
             drop_caches()
             if "store-cached" in words:
                 subprocess.run(f"find {store_data(server)} -type f -print0 | xargs -0 cat > /dev/null", shell=True,
                                check=True)
-            entrypoint = ["/bin/sh", "-c", vllm.MOUNT_WAIT, "rustfs-vllm-wait-mount", warm_code("paced" in words),
+            if "cache-hot" in words:
+                subprocess.run(f"find {vfs}/vfs -type f -print0 | xargs -0 cat > /dev/null", shell=True, check=True)
+            entrypoint = ["/bin/sh", "-c", vllm.MOUNT_WAIT, "rustfs-vllm-wait-mount", warm_code("paced" in words, "page-in" in words),
                           *vllm.VLLM_ENTRYPOINT]
             strategy = [f"--safetensors-load-strategy={w}" for w in words if w in ("prefetch", "eager")]
             return p._keep(variant, weights.vllm_start(WORK, [*p.args, *strategy], source_dir=p.mnt, entrypoint=entrypoint,

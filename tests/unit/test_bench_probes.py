@@ -88,6 +88,11 @@ def test_the_boot_delay_probe_runs_the_shipped_warm_up_and_takes_only_its_pace_o
     assert warm.RATE_PER_CPU > 0 and shipped not in unpaced and "RATE_PER_CPU = 0\n" in unpaced
     assert [x for x in unpaced.splitlines() if "RATE_PER_CPU" not in x] == [
         x for x in WARM_CODE.splitlines() if "RATE_PER_CPU" not in x]
+    assert boot_delay.parse("unpaced+warm+page-in,paced+warm+cache-hot") == [
+        "unpaced+warm+page-in", "paced+warm+cache-hot"]
+    paged = boot_delay.warm_code(True, page_in=True)
+    assert "PAGE_IN = True\n" in paged and [x for x in paged.splitlines() if not x.startswith("PAGE_IN = ")] == [
+        x for x in WARM_CODE.splitlines() if not x.startswith("PAGE_IN = ")]
 
 
 def test_the_prefault_writes_the_free_memory_but_the_room_kept_and_says_so(monkeypatch):
