@@ -24,10 +24,12 @@ A variant is a name made of these words, joined by ``+``:
   loader, ``eager`` reads each shard whole before taking its tensors, instead of mapping it;
 - ``warm``: the VFS cache full before the start (filled unpaced through the mount, as bench.start's warm
   path does: a restart), instead of empty;
-- ``page-in``: the warm-up, once rclone holds the files, reads their pages through the mount into the page
-  cache (warm.py's PAGE_IN), at the warm-up's pace or none as the variant says;
 - ``cache-hot``: rclone's VFS cache files read into the page cache after the drop, before the start (not
-  timed): what a load through the mount costs when rclone's reads of its cache do not wait on the disk.
+  timed): what a load through the mount costs when rclone's reads of its cache do not wait on the disk;
+- ``cache-readahead``: the same read done by the host beside vLLM's boot (timed): from just before the
+  container starts, one thread asks the kernel to read rclone's cache files ahead (``POSIX_FADV_WILLNEED``
+  per MiB, waiting at every 64 MiB, in the warm-up's order; no copy), as the mount's keeper could after a
+  host restart.
 
 Every start drops the page cache first (then ``store-cached`` reads the store's data back). The free
 page reporting of this VM is held back and the machine's free memory written once before the starts
@@ -45,6 +47,7 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Callable, Iterator
@@ -63,8 +66,9 @@ from components.mounting import warm as warm_mod
 from components.serving import vllm
 
 WORDS = ("paced", "unpaced", "unweighted", "yield", "io-idle", "apart", "store-cached", "cache-in-memory",
-         "prefetch", "eager", "warm", "page-in", "cache-hot")
+         "prefetch", "eager", "warm", "cache-hot", "cache-readahead")
 OUT = ROOT / "bench" / "results-boot-delay.json"
+READAHEAD_S: list[float] = []      # the cache-readahead word's seconds per start
 
 
 def parse(variants: str) -> list[str]:
@@ -88,20 +92,13 @@ def parse(variants: str) -> list[str]:
     return out
 
 
-def warm_code(paced: bool, page_in: bool = False) -> str:
-    """The entrypoint's warm-up as the program ships it, or with its pace off (RATE_PER_CPU 0), its page-in
-    on or off (PAGE_IN)."""
+def warm_code(paced: bool) -> str:
+    """The entrypoint's warm-up as the program ships it, or with its pace off (RATE_PER_CPU 0)."""
     code = vllm.WARM_CODE
-
-    def setting(name: str, value: str) -> None:
-        nonlocal code
-        line = next(x for x in code.splitlines() if x.startswith(f"{name} = "))
-        code = code.replace(line, f"{name} = {value}")
-
-    if not paced:
-        setting("RATE_PER_CPU", "0")
-    setting("PAGE_IN", str(page_in))
-    return code
+    if paced:
+        return code
+    line = next(x for x in code.splitlines() if x.startswith("RATE_PER_CPU = "))
+    return code.replace(line, "RATE_PER_CPU = 0")
 
 
 def last_core() -> str:
@@ -142,6 +139,29 @@ def store_data(server: Server) -> str:
                           capture_output=True, text=True, check=True).stdout.strip()
 
 
+def readahead(folder: Path, took: list[float]) -> threading.Thread:
+    """A thread that reads ``folder``'s files (rclone's cache of the model) into the page cache, in the
+    warm-up's order, 64 MiB at a time: the kernel's read-ahead asked for each MiB of it (one WILLNEED
+    reads at most the disk's read-ahead size, 8 MiB here), then one byte at the chunk's end, which waits
+    for it; its seconds go to ``took``."""
+    files = warm_mod.files_of(str(folder), [])
+
+    def run() -> None:
+        t, chunk, step = time.monotonic(), 64 << 20, 1 << 20
+        for path, size in files:
+            fd = os.open(path, os.O_RDONLY)
+            try:
+                for off in range(0, size, chunk):
+                    n = min(chunk, size - off)
+                    for at in range(off, off + n, step):
+                        os.posix_fadvise(fd, at, min(step, off + n - at), os.POSIX_FADV_WILLNEED)
+                    os.pread(fd, 1, off + n - 1)
+            finally:
+                os.close(fd)
+        took.append(round(time.monotonic() - t, 2))
+    return threading.Thread(target=run, daemon=True)
+
+
 def mounted(p: start.Paths, server: Server, variant: str) -> Callable[[], float]:
     """One cold start through the mount, the fetch changed as ``variant`` says."""
     words = variant.split("+")
@@ -168,9 +188,13 @@ def mounted(p: start.Paths, server: Server, variant: str) -> Callable[[], float]
                                check=True)
             if "cache-hot" in words:
                 subprocess.run(f"find {vfs}/vfs -type f -print0 | xargs -0 cat > /dev/null", shell=True, check=True)
-            entrypoint = ["/bin/sh", "-c", vllm.MOUNT_WAIT, "rustfs-vllm-wait-mount", warm_code("paced" in words, "page-in" in words),
+            entrypoint = ["/bin/sh", "-c", vllm.MOUNT_WAIT, "rustfs-vllm-wait-mount", warm_code("paced" in words),
                           *vllm.VLLM_ENTRYPOINT]
             strategy = [f"--safetensors-load-strategy={w}" for w in words if w in ("prefetch", "eager")]
+            if "cache-readahead" in words:
+                from bench.cache_direct import cache_folder
+                reader = readahead(cache_folder(vfs), READAHEAD_S)
+                reader.start()
             return p._keep(variant, weights.vllm_start(WORK, [*p.args, *strategy], source_dir=p.mnt, entrypoint=entrypoint,
                                                        watch=lambda: start.cached_bytes(vfs)))
         finally:
@@ -202,6 +226,7 @@ def probe(size: str, rounds: int, variants: list[str]) -> dict:
                 [s.phases["load_begins"] - b.phases["load_begins"] for s, b in zip(starts, local)]).summary(2)
     return {"size": size, "model": p.model.name, "rounds": rounds, "variants": variants, "page_reporting": state,
             "prefault": written, "fetch_cpu_shares": FETCH_CPU_SHARES,
+            **({"cache_readahead_s": READAHEAD_S} if READAHEAD_S else {}),
             "apart": f"vLLM on cores {others}, RustFS and rclone on core {last_core()}" if apart else None,
             "seconds": round(time.monotonic() - t), **out}
 

@@ -23,7 +23,6 @@ order vLLM reads safetensors shards). Each file is cut into up to PARTS_PER_FILE
 MIN_PART bytes; WORKERS threads probe the parts in that order, so the next file starts while the last
 parts of one are still coming.
 """
-import mmap
 import os
 import sys
 import threading
@@ -41,11 +40,6 @@ PROBE = 4096           # one page
 # 3.36 GB then take 17 s, inside vLLM's boot (22 s here); a 32-core GPU host's pace, 3.2 GB/s, is above
 # what its network gives, so there it is no cap.
 RATE_PER_CPU = 100e6
-# the page-in: once rclone holds the files, their pages are read through the mount into the page cache
-# (the kernel's copy of the mount's files, which vLLM maps), so vLLM's load finds them there
-PAGE_IN = False
-PAGE_CHUNK = 64 << 20
-POPULATE_READ = 22     # madvise MADV_POPULATE_READ (Linux 5.14): fault a range in without touching it
 
 
 def rate():
@@ -141,36 +135,6 @@ def warm_files(files, seconds=600.0, workers=WORKERS, errors=None, pace=0.0):
     return len(files), done[0], took, problem
 
 
-def page_in(files, seconds=600.0, pace=0.0):
-    """Read the pages of ``files``' large ones ((path, size), in reading order) through the mount into the
-    page cache, PAGE_CHUNK at a time, at most ``pace`` bytes a second (0: no pace); (bytes, seconds,
-    first error or ""). The pages are faulted in by the kernel (no copy into this process)."""
-    start, done = time.monotonic(), 0
-    try:
-        for path, size in files:
-            if size <= SMALL:
-                continue
-            with open(path, "rb") as f:
-                for off in range(0, size, PAGE_CHUNK):
-                    if time.monotonic() - start > seconds:
-                        return done, time.monotonic() - start, f"not done within {seconds:g} s"
-                    if pace:
-                        ahead = done / pace - (time.monotonic() - start)
-                        if ahead > 0:
-                            time.sleep(ahead)
-                    n = min(PAGE_CHUNK, size - off)
-                    with mmap.mmap(f.fileno(), n, access=mmap.ACCESS_READ, offset=off) as m:
-                        try:
-                            m.madvise(POPULATE_READ)
-                        except (AttributeError, OSError, ValueError):      # an older kernel or Python: touch
-                            for at in range(0, n, mmap.PAGESIZE):
-                                m[at]
-                    done += n
-    except OSError as exc:
-        return done, time.monotonic() - start, f"{exc.filename}: {exc.strerror or exc}"
-    return done, time.monotonic() - start, ""
-
-
 def report(folder, result):
     """The one line a warm-up leaves in the log."""
     n, read, took, problem = result
@@ -192,14 +156,7 @@ def main(argv):
     except OSError:
         pass
     try:
-        started = time.monotonic()
-        result = warm(folder, seconds)
-        print(report(folder, result), file=sys.stderr, flush=True)
-        if PAGE_IN and not result[3]:
-            files = files_of(folder, [])
-            n, took, problem = page_in(files, seconds - (time.monotonic() - started), rate())
-            print(f"rustfs-vllm: page-in of {folder}: {n / 1e9:.2f} GB in {took:.1f} s{': ' + problem if problem else ''}",
-                  file=sys.stderr, flush=True)
+        print(report(folder, warm(folder, seconds)), file=sys.stderr, flush=True)
     except Exception as exc:   # noqa: BLE001 - best effort: one line, never a traceback
         print(f"rustfs-vllm: warm-up of {folder} failed: {exc} (best effort: vLLM reads through the mount)",
               file=sys.stderr, flush=True)
