@@ -26,10 +26,11 @@ A variant is a name made of these words, joined by ``+``:
   path does: a restart), instead of empty;
 - ``cache-hot``: rclone's VFS cache files read into the page cache after the drop, before the start (not
   timed): what a load through the mount costs when rclone's reads of its cache do not wait on the disk;
-- ``cache-readahead``: the same read done by the host beside vLLM's boot (timed): from just before the
-  container starts, one thread asks the kernel to read rclone's cache files ahead (``POSIX_FADV_WILLNEED``
-  per MiB, waiting at every 64 MiB, in the warm-up's order; no copy), as the mount's keeper could after a
-  host restart.
+- ``no-readahead``: without the read-ahead of rclone's cache that every mount start here has, as the
+  program's keeper does once it has mounted (``vfs_cache.read_cache_ahead`` in a thread started just before
+  the container, beside vLLM's boot: the kernel reads the cache files that rclone holds whole,
+  ``POSIX_FADV_WILLNEED`` per MiB, in the warm-up's order, no copy; with an empty cache it reads nothing).
+  Results before it (2026-12-06 21:47) name it the other way: ``cache-readahead`` where it was done.
 
 Every start drops the page cache first (then ``store-cached`` reads the store's data back). The free
 page reporting of this VM is held back and the machine's free memory written once before the starts
@@ -47,7 +48,6 @@ import os
 import shutil
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 from typing import Callable, Iterator
@@ -66,9 +66,9 @@ from components.mounting import warm as warm_mod
 from components.serving import vllm
 
 WORDS = ("paced", "unpaced", "unweighted", "yield", "io-idle", "apart", "store-cached", "cache-in-memory",
-         "prefetch", "eager", "warm", "cache-hot", "cache-readahead")
+         "prefetch", "eager", "warm", "cache-hot", "no-readahead")
 OUT = ROOT / "bench" / "results-boot-delay.json"
-READAHEAD_S: list[float] = []      # the cache-readahead word's seconds per start
+READAHEAD_S: list[float] = []      # the read-ahead's seconds per start (those that read something)
 
 
 def parse(variants: str) -> list[str]:
@@ -139,29 +139,6 @@ def store_data(server: Server) -> str:
                           capture_output=True, text=True, check=True).stdout.strip()
 
 
-def readahead(folder: Path, took: list[float]) -> threading.Thread:
-    """A thread that reads ``folder``'s files (rclone's cache of the model) into the page cache, in the
-    warm-up's order, 64 MiB at a time: the kernel's read-ahead asked for each MiB of it (one WILLNEED
-    reads at most the disk's read-ahead size, 8 MiB here), then one byte at the chunk's end, which waits
-    for it; its seconds go to ``took``."""
-    files = warm_mod.files_of(str(folder), [])
-
-    def run() -> None:
-        t, chunk, step = time.monotonic(), 64 << 20, 1 << 20
-        for path, size in files:
-            fd = os.open(path, os.O_RDONLY)
-            try:
-                for off in range(0, size, chunk):
-                    n = min(chunk, size - off)
-                    for at in range(off, off + n, step):
-                        os.posix_fadvise(fd, at, min(step, off + n - at), os.POSIX_FADV_WILLNEED)
-                    os.pread(fd, 1, off + n - 1)
-            finally:
-                os.close(fd)
-        took.append(round(time.monotonic() - t, 2))
-    return threading.Thread(target=run, daemon=True)
-
-
 def mounted(p: start.Paths, server: Server, variant: str) -> Callable[[], float]:
     """One cold start through the mount, the fetch changed as ``variant`` says."""
     words = variant.split("+")
@@ -191,10 +168,8 @@ def mounted(p: start.Paths, server: Server, variant: str) -> Callable[[], float]
             entrypoint = ["/bin/sh", "-c", vllm.MOUNT_WAIT, "rustfs-vllm-wait-mount", warm_code("paced" in words),
                           *vllm.VLLM_ENTRYPOINT]
             strategy = [f"--safetensors-load-strategy={w}" for w in words if w in ("prefetch", "eager")]
-            if "cache-readahead" in words:
-                from bench.cache_direct import cache_folder
-                reader = readahead(cache_folder(vfs), READAHEAD_S)
-                reader.start()
+            if "no-readahead" not in words:
+                start.read_ahead_beside(vfs, READAHEAD_S)
             return p._keep(variant, weights.vllm_start(WORK, [*p.args, *strategy], source_dir=p.mnt, entrypoint=entrypoint,
                                                        watch=lambda: start.cached_bytes(vfs)))
         finally:

@@ -6,7 +6,7 @@ Paths (each a fresh container of our vLLM image, the page cache dropped before i
 - ``mount:cold`` / ``mount:warm`` (the default read path): through our rclone mount (the program's
   default flags) and the program's entrypoint for a mounted model (the warm-up of components/mounting/
   warm.py started with the container, then vllm serve), with an empty VFS cache / with the cache full
-  (a restart). The VFS cache's bytes are watched: ``warmed_fraction_at_load_begin`` is the share of the
+  (a restart), and the keeper's read-ahead of that cache beside the boot (vfs_cache.read_cache_ahead). The VFS cache's bytes are watched: ``warmed_fraction_at_load_begin`` is the share of the
   model in it when vLLM began to read;
 - full mode: ``mount:cold:no-warm-up`` (the same entrypoint without the warm-up), ``copy:cold`` /
   ``copy:warm`` (``loadFormat: local_copy``: the host's copy made by the program's own tool, then vLLM
@@ -30,6 +30,7 @@ import json
 import os
 import shutil
 import subprocess
+import threading
 import time
 from pathlib import Path
 from typing import Callable, Optional, Sequence
@@ -41,7 +42,7 @@ from bench.machine import ROOT, WORK, drop_caches, log, mount, unmount
 from components.config import DEFAULT_MOUNT_FLAGS
 from components.config.schema import DEFAULT_MOUNT_COMMAND, DEFAULT_READ_AHEAD_KB
 from components.docker import copies
-from components.mounting import warm as warm_mod
+from components.mounting import vfs_cache, warm as warm_mod
 from components.serving.vllm import mount_wait_entrypoint
 from components.storage import manifest as manifest_mod
 
@@ -99,6 +100,7 @@ class Paths:
                 if warm:    # the VFS cache filled before the start, unpaced (not timed)
                     warm_mod.warm(str(self.mnt / "m"), pace=0)
                 drop_caches()
+                read_ahead_beside(self.vfs)          # as the keeper does once it has mounted
                 name = f"mount:{'warm' if warm else 'cold'}{'' if warm_up else ':no-warm-up'}"
                 return self._keep(name, weights.vllm_start(
                     WORK, self.args, source_dir=self.mnt, entrypoint=mount_wait_entrypoint(warm_up),
@@ -122,6 +124,19 @@ class Paths:
     def streamed(self) -> float:
         drop_caches()
         return self._keep("streamer", weights.vllm_start(WORK, self.args, s3=(self.server.endpoint, self.bucket)))
+
+
+def read_ahead_beside(vfs: Path, took: Optional[list[float]] = None) -> threading.Thread:
+    """The program's read-ahead of a mount's cache (vfs_cache.read_cache_ahead: the keeper's, once it has
+    mounted) started in a thread beside the vLLM start that follows; its seconds go to ``took`` when it
+    read something."""
+    def run() -> None:
+        n, _done, seconds, _why = vfs_cache.read_cache_ahead(str(vfs))
+        if n and took is not None:
+            took.append(round(seconds, 2))
+    reader = threading.Thread(target=run, daemon=True)
+    reader.start()
+    return reader
 
 
 def cached_bytes(cache_dir: Path) -> int:

@@ -17,7 +17,7 @@ tests, copy_tool (``mt``) and keeper_tool (``h``) use from here:
 - mount_hints.py: the rclone preflight and the hints that explain a failure (AUTH_CODES, *_HINT)
 - mount_root.py: root-up and root-down (the shared self-bind that makes mounts visible to containers)
 - model_mount.py: mount and unmount (a model's mount, until its files are visible)
-- vfs_cache.py: cache-up and cache-down
+- vfs_cache.py: cache-up and cache-down, and a mount's cache read ahead (the keeper's, once mounted)
 - warm.py: the warm-up (a model's files read through its mount, in parallel, into rclone's VFS cache)
 
 Layout: the mount root RV_ROOT (mountPath) is a bind mount of itself with shared propagation;
@@ -138,6 +138,7 @@ _ca_flags, _wait_mounted, remove_marker = model_mount._ca_flags, model_mount._wa
 mount_states, warm_now, warm_mount = model_mount.mount_states, model_mount.warm_now, model_mount.warm_mount
 cache_up, cache_down, _size_of = vfs_cache.cache_up, vfs_cache.cache_down, vfs_cache._size_of
 purge_asked, purge_order, order_file = vfs_cache.purge_asked, vfs_cache.purge_order, vfs_cache.order_file
+read_cache_ahead = vfs_cache.read_cache_ahead
 
 ACTIONS: Dict[str, Callable[[Mapping[str, str]], None]] = {
     "root-up": root_up, "root-down": root_down, "mount": mount, "unmount": unmount,

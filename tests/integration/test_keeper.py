@@ -19,6 +19,7 @@ import docker
 import pytest
 import requests
 
+from components.config import DEFAULT_MOUNT_FLAGS
 from components.mounting import keeper_tool, mount_tool, vfs_cache
 from tests.helpers import keeper_privileges
 from tests.integration.mounting import SCRIPT, WEIGHTS, mount_env, put_model
@@ -111,8 +112,10 @@ def test_a_keeper_runs_from_its_own_image_with_the_least_it_needs(keeper_env, tm
 def test_mount2_with_its_read_ahead_is_kept_across_an_rclone_kill(keeper_env):
     """The program's defaults (issue 36): `rclone mount2`, the mount's bdi read-ahead raised to 16 MiB
     by the mount action, and again by the keeper when it mounts after rclone was killed (a new FUSE
-    connection is a new bdi, at the kernel's 128 KiB)."""
-    env = {**keeper_env, "RV_MOUNT_COMMAND": "mount2", "RV_READ_AHEAD_KB": "16384"}
+    connection is a new bdi, at the kernel's 128 KiB); that keeper then reads rclone's cache ahead
+    (issue 46) and says so once."""
+    env = {**keeper_env, "RV_MOUNT_COMMAND": "mount2", "RV_READ_AHEAD_KB": "16384",
+           "RV_FLAGS": "\n".join(DEFAULT_MOUNT_FLAGS)}       # the VFS cache, full
     done = action("mount", env)
     assert done.returncode == 0, done.stderr
     point = env["RV_MOUNT"]
@@ -130,7 +133,23 @@ def test_mount2_with_its_read_ahead_is_kept_across_an_rclone_kill(keeper_env):
     assert rclones() not in ([], [pid]) and mount_tool.mount_state(point) == "live", "the keeper did not mount again"
     time.sleep(2)                                        # the keeper sets it once it sees the mount
     assert mount_tool.read_ahead(point) == 16384, "the new mount kept the kernel's read-ahead"
+    # and reads rclone's cache of the model ahead (vfs_cache.read_cache_ahead): the mount action read both
+    # files through the mount (their sha256), so rclone holds both whole (the first mount's keeper may have
+    # found them so too, or not yet: the action reads them while it mounts)
+    said = f"read rclone's cache of {point} ahead: 2 files, 0.00 GB in "
+
+    def since_the_kill() -> str:
+        return _mount_log(env).split("exited; mounting again", 1)[-1]
+
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and said not in since_the_kill():
+        time.sleep(0.5)
+    assert since_the_kill().count(said) == 1 and "ahead: 0 files" not in _mount_log(env), _mount_log(env)[-3000:]
     assert (Path(point) / "model.safetensors").read_bytes() == WEIGHTS
+
+
+def _mount_log(env: dict) -> str:
+    return Path(env["RV_LOG"]).read_text(encoding="utf-8", errors="replace")
 
 
 @needs_image

@@ -2,10 +2,7 @@
 ends, a kernel without the module is said and not faked, and the fetch's CPU is split per process."""
 from __future__ import annotations
 
-import os
 import re
-import shutil
-import subprocess
 
 import pytest
 
@@ -91,8 +88,8 @@ def test_the_boot_delay_probe_runs_the_shipped_warm_up_and_takes_only_its_pace_o
     assert warm.RATE_PER_CPU > 0 and shipped not in unpaced and "RATE_PER_CPU = 0\n" in unpaced
     assert [x for x in unpaced.splitlines() if "RATE_PER_CPU" not in x] == [
         x for x in WARM_CODE.splitlines() if "RATE_PER_CPU" not in x]
-    assert boot_delay.parse("paced+warm,paced+warm+cache-hot,paced+warm+cache-readahead") == [
-        "paced+warm", "paced+warm+cache-hot", "paced+warm+cache-readahead"]
+    assert boot_delay.parse("paced+warm,paced+warm+cache-hot,paced+warm+no-readahead") == [
+        "paced+warm", "paced+warm+cache-hot", "paced+warm+no-readahead"]
 
 
 def test_the_prefault_writes_the_free_memory_but_the_room_kept_and_says_so(monkeypatch):
@@ -155,25 +152,3 @@ def test_the_cache_direct_probe_finds_the_models_folder_in_rclones_cache_and_onl
     with pytest.raises(RuntimeError, match="expected one model folder"):
         cache_direct.cache_folder(tmp_path)
 
-
-@pytest.mark.skipif(not shutil.which("fincore"), reason="no fincore (util-linux) here")
-def test_the_cache_readahead_brings_every_file_into_the_page_cache_and_times_it(tmp_path):
-    # above the disk's read-ahead size (one WILLNEED reads no more than that) and not a whole MiB
-    files = {"config.json": 300, "model-00001.safetensors": 70 << 20, "model-00002.safetensors": (20 << 20) + 5}
-    for name, size in files.items():
-        (tmp_path / name).write_bytes(os.urandom(size))
-        with open(tmp_path / name, "rb") as f:
-            os.fsync(f.fileno())
-            os.posix_fadvise(f.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)   # this file's pages out, nothing else's
-
-    def resident() -> int:
-        out = subprocess.run(["fincore", "--bytes", "--raw", "--noheadings", "-o", "RES", *sorted(map(str, tmp_path.iterdir()))],
-                             capture_output=True, text=True, check=True).stdout.split()
-        return sum(int(x) for x in out)
-
-    before, took = resident(), []
-    reader = boot_delay.readahead(tmp_path, took)
-    reader.start()
-    reader.join(30)
-    assert len(took) == 1 and took[0] >= 0
-    assert before < sum(files.values()) // 2 and resident() >= sum(files.values()) - 4096, (before, resident())
