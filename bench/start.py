@@ -6,8 +6,9 @@ Paths (each a fresh container of our vLLM image, the page cache dropped before i
 - ``mount:cold`` / ``mount:warm`` (the default read path): through our rclone mount (the program's
   default flags) and the program's entrypoint for a mounted model (the warm-up of components/mounting/
   warm.py started with the container, then vllm serve), with an empty VFS cache / with the cache full
-  (a restart), and the keeper's read-ahead of that cache beside the boot (vfs_cache.read_cache_ahead). The VFS cache's bytes are watched: ``warmed_fraction_at_load_begin`` is the share of the
-  model in it when vLLM began to read;
+  (a restart), and the keeper's read-ahead of that cache beside the boot (vfs_cache.read_cache_ahead).
+  The VFS cache's bytes are watched: ``warmed_fraction_at_load_begin`` is the share of the model in it
+  when vLLM began to read;
 - full mode: ``mount:cold:no-warm-up`` (the same entrypoint without the warm-up), ``copy:cold`` /
   ``copy:warm`` (``loadFormat: local_copy``: the host's copy made by the program's own tool, then vLLM
   reading it; the copy's time is its own phase, ``bucket_to_first_token`` adds it) and ``streamer``
