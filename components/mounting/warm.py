@@ -40,6 +40,12 @@ PROBE = 4096           # one page
 # 3.36 GB then take 17 s, inside vLLM's boot (22 s here); a 32-core GPU host's pace, 3.2 GB/s, is above
 # what its network gives, so there it is no cap.
 RATE_PER_CPU = 100e6
+# the boot's disk reads come first: while the other processes of this container (vLLM booting, its
+# libraries read from the host's disk after a restart) read more than BOOT_READS bytes from the disk in a
+# TICK, the entrypoint's warm-up sends no probe and its pace's clock stops (0: never wait). Only main()
+# uses it: in vLLM's container the other processes are vLLM's; on the host they would be everything.
+BOOT_READS = 0
+TICK = 0.2
 
 
 def rate():
@@ -49,6 +55,36 @@ def rate():
     except (AttributeError, OSError):
         cpus = os.cpu_count() or 1
     return RATE_PER_CPU * max(1, cpus)
+
+
+def disk_reads(me):
+    """Bytes the other processes of this pid namespace have read from a disk (/proc/PID/io read_bytes)."""
+    total = 0
+    for name in os.listdir("/proc"):
+        if name.isdigit() and int(name) != me:
+            try:
+                with open(f"/proc/{name}/io", "rb") as f:
+                    for line in f:
+                        if line.startswith(b"read_bytes:"):
+                            total += int(line.split()[1])
+                            break
+            except (OSError, ValueError):
+                pass
+    return total
+
+
+def watch_reads(busy, stop, paused, limit, tick=TICK):
+    """``busy`` set while the others read more than ``limit`` bytes a ``tick``, cleared once a ``tick`` they
+    read less; ``paused[0]`` the seconds it was set."""
+    me, last = os.getpid(), disk_reads(os.getpid())
+    while not stop.wait(tick):
+        now = disk_reads(me)
+        if now - last > limit:
+            busy.set()
+            paused[0] += tick
+        else:
+            busy.clear()
+        last = now
 
 
 def files_of(folder, errors):
@@ -82,20 +118,27 @@ def probes(off, length):
     return [off] + [max(off, min(o + STRIDE, end) - PROBE) for o in range(off, end, STRIDE)]
 
 
-def warm(folder, seconds=600.0, workers=WORKERS, pace=None):
+def warm(folder, seconds=600.0, workers=WORKERS, pace=None, boot_reads=0):
     """Warm every file under ``folder``; (files, bytes warmed, seconds, first error or "")."""
     errors = []
-    return warm_files(files_of(folder, errors), seconds, workers, errors, rate() if pace is None else pace)
+    return warm_files(files_of(folder, errors), seconds, workers, errors, rate() if pace is None else pace,
+                      boot_reads)
 
 
-def warm_files(files, seconds=600.0, workers=WORKERS, errors=None, pace=0.0):
+def warm_files(files, seconds=600.0, workers=WORKERS, errors=None, pace=0.0, boot_reads=0):
     """Probe ``files`` ((path, size) in reading order) in parts, ``workers`` at a time, at most ``pace``
-    bytes a second (0: as fast as rclone goes); the bytes counted are the bytes rclone has fetched (each
-    probe returns once the part's download got past it)."""
+    bytes a second (0: as fast as rclone goes), none while the other processes read more than
+    ``boot_reads`` bytes a TICK from the disk (0: never wait; the entrypoint's warm-up, in vLLM's container,
+    passes BOOT_READS); the bytes counted are the bytes rclone has fetched (each probe returns once the
+    part's download got past it)."""
     start = time.monotonic()
     errors = [] if errors is None else errors
     todo = parts_of(files)
     lock, done = threading.Lock(), [0]
+    busy, stop, paused, cut = threading.Event(), threading.Event(), [0.0], [False]
+    if boot_reads:      # busy until the first TICK has looked
+        busy.set()
+        threading.Thread(target=watch_reads, args=(busy, stop, paused, boot_reads), daemon=True).start()
 
     def worker():
         while True:
@@ -110,11 +153,16 @@ def warm_files(files, seconds=600.0, workers=WORKERS, errors=None, pace=0.0):
                         os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_RANDOM)
                     end, reached = off + length, off
                     for at in probes(off, length):
+                        while busy.is_set() and time.monotonic() - start <= seconds:
+                            time.sleep(TICK)
                         if pace:      # ahead of the pace: wait (rclone's download stops a window past the probe)
-                            ahead = done[0] / pace - (time.monotonic() - start)
+                            ahead = done[0] / pace - (time.monotonic() - start - paused[0])
                             if ahead > 0:
                                 time.sleep(min(ahead, 1.0))
-                        if time.monotonic() - start > seconds or not os.pread(fd, PROBE, at):
+                        if time.monotonic() - start > seconds:
+                            cut[0] = True
+                            break
+                        if not os.pread(fd, PROBE, at):
                             break
                         with lock:
                             done[0] += max(0, min(at + PROBE, end) - reached)
@@ -130,8 +178,9 @@ def warm_files(files, seconds=600.0, workers=WORKERS, errors=None, pace=0.0):
         t.start()
     for t in threads:
         t.join()
+    stop.set()
     took = time.monotonic() - start
-    problem = errors[0] if errors else (f"not done within {seconds:g} s" if todo else "")
+    problem = errors[0] if errors else (f"not done within {seconds:g} s" if todo or cut[0] else "")
     return len(files), done[0], took, problem
 
 
@@ -156,7 +205,7 @@ def main(argv):
     except OSError:
         pass
     try:
-        print(report(folder, warm(folder, seconds)), file=sys.stderr, flush=True)
+        print(report(folder, warm(folder, seconds, boot_reads=BOOT_READS)), file=sys.stderr, flush=True)
     except Exception as exc:   # noqa: BLE001 - best effort: one line, never a traceback
         print(f"rustfs-vllm: warm-up of {folder} failed: {exc} (best effort: vLLM reads through the mount)",
               file=sys.stderr, flush=True)

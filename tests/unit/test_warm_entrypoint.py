@@ -53,3 +53,39 @@ def test_the_probes_of_a_part_start_at_its_first_byte_and_reach_its_last_one_str
         assert all(b - a <= warm.STRIDE for a, b in zip(at, at[1:]))  # never a gap rclone would open a range for
         assert all(off <= a < off + length for a in at)
     assert len(warm.probes(0, 3 << 30)) * warm.PROBE <= (3 << 30) // 200   # under 0.5% of the bytes cross FUSE
+
+
+
+def warm_in_a_container(model, reader: str = "") -> float:
+    """The warm-up's seconds (from its line) run as the entrypoint runs it, ``python3 -c`` with BOOT_READS
+    on, in a pid namespace of its own as in a container, beside ``reader`` started 0.5 s before it."""
+    import re
+
+    from components.serving.vllm import WARM_CODE
+
+    code = WARM_CODE.replace("BOOT_READS = 0\n", f"BOOT_READS = {1 << 20}\n")
+    script = f'{reader} & sleep 0.5; python3 -c "$1" "$2"; wait'
+    out = subprocess.run(["unshare", "--pid", "--fork", "--mount-proc", "sh", "-c", script, "sh", code, str(model)],
+                         capture_output=True, text=True, timeout=60)
+    m = re.search(r"warm-up of \S+: 2 files, ([0-9.]+) GB in ([0-9.]+) s", out.stderr)
+    assert m and float(m.group(1)) > 0.004, out.stderr
+    return float(m.group(2))
+
+
+def test_the_warm_up_waits_while_another_process_reads_the_disk_and_goes_on_when_it_stops(tmp_path):
+    """warm.BOOT_READS: a real reader of the real disk (dd, O_DIRECT: no page cache) beside the warm-up, in
+    one pid namespace as vLLM and the warm-up are in its container; the warm-up sends no probe while the
+    reader reads, and warms every file once it has stopped."""
+    import os
+
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "config.json").write_text("{}")
+    (model / "w.safetensors").write_bytes(os.urandom(8 << 20))
+    disk = tmp_path / "disk.bin"
+    with open(disk, "wb") as f:
+        f.write(os.urandom(64 << 20))
+        os.fsync(f.fileno())
+    reads = f"timeout 2.5 sh -c 'while :; do dd if={disk} of=/dev/null bs=1M iflag=direct 2>/dev/null; done'"
+    assert warm_in_a_container(model, reads) >= 1.5      # the reader's 2.5 s less the 0.5 s before the warm-up
+    assert warm_in_a_container(model, "true") < 1.0
