@@ -22,9 +22,9 @@ A variant is a name made of these words, joined by ``+``:
 - ``prefetch``, ``eager``: vLLM's ``--safetensors-load-strategy`` for the start through the mount (local disk's
   start keeps vLLM's default): ``prefetch`` reads the shards into the page cache in 8 threads beside the
   loader, ``eager`` reads each shard whole before taking its tensors, instead of mapping it;
-- ``boot-reads``: the warm-up sends no probe while vLLM's processes read more than 2 MiB from the disk in
-  0.2 s (warm.py's BOOT_READS); ``two-workers``: the warm-up in 2 threads instead of 8 (fewer reads of the
-  store's disk at once);
+- ``no-boot-wait``: the warm-up does not wait while vLLM's processes read the disk (warm.py's BOOT_READS 0,
+  as before 2026-12-07; the results of 2026-12-07 01:16 name it the other way: ``boot-reads`` where it
+  waited); ``two-workers``: the warm-up in 2 threads instead of 8 (fewer reads of the store's disk at once);
 - ``warm``: the VFS cache full before the start (filled unpaced through the mount, as bench.start's warm
   path does: a restart), instead of empty;
 - ``cache-hot``: rclone's VFS cache files read into the page cache after the drop, before the start (not
@@ -69,7 +69,7 @@ from components.mounting import warm as warm_mod
 from components.serving import vllm
 
 WORDS = ("paced", "unpaced", "unweighted", "yield", "io-idle", "apart", "store-cached", "cache-in-memory",
-         "prefetch", "eager", "warm", "cache-hot", "no-readahead", "boot-reads", "two-workers")
+         "prefetch", "eager", "warm", "cache-hot", "no-readahead", "no-boot-wait", "two-workers")
 OUT = ROOT / "bench" / "results-boot-delay.json"
 READAHEAD_S: list[float] = []      # the read-ahead's seconds per start (those that read something)
 
@@ -97,10 +97,10 @@ def parse(variants: str) -> list[str]:
 
 def warm_code(words: list[str]) -> str:
     """The entrypoint's warm-up as the program ships it, with its pace off (``unpaced``: RATE_PER_CPU 0),
-    waiting while the boot reads the disk (``boot-reads``: BOOT_READS 2 MiB a TICK), or in two threads
+    not waiting while the boot reads the disk (``no-boot-wait``: BOOT_READS 0), or in two threads
     (``two-workers``: WORKERS 2)."""
     code = vllm.WARM_CODE
-    for word, name, value in (("unpaced", "RATE_PER_CPU", "0"), ("boot-reads", "BOOT_READS", str(2 << 20)),
+    for word, name, value in (("unpaced", "RATE_PER_CPU", "0"), ("no-boot-wait", "BOOT_READS", "0"),
                               ("two-workers", "WORKERS", "2")):
         if word in words:
             line = next(x for x in code.splitlines() if x.startswith(f"{name} = "))

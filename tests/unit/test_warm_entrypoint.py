@@ -4,10 +4,12 @@ real /bin/sh on a folder standing for the mount: it waits for config.json, start
 at once; the warm-up reads every file and says so in one line of the container's log (stderr)."""
 from __future__ import annotations
 
+import os
+import re
 import subprocess
 import time
 
-from components.serving.vllm import mount_wait_entrypoint
+from components.serving.vllm import WARM_CODE, mount_wait_entrypoint
 
 
 def run(folder, warm: bool = True, server: str = "echo serving") -> subprocess.CompletedProcess:
@@ -55,29 +57,24 @@ def test_the_probes_of_a_part_start_at_its_first_byte_and_reach_its_last_one_str
     assert len(warm.probes(0, 3 << 30)) * warm.PROBE <= (3 << 30) // 200   # under 0.5% of the bytes cross FUSE
 
 
-
-def warm_in_a_container(model, reader: str = "") -> float:
-    """The warm-up's seconds (from its line) run as the entrypoint runs it, ``python3 -c`` with BOOT_READS
-    on, in a pid namespace of its own as in a container, beside ``reader`` started 0.5 s before it."""
-    import re
-
-    from components.serving.vllm import WARM_CODE
-
-    code = WARM_CODE.replace("BOOT_READS = 0\n", f"BOOT_READS = {1 << 20}\n")
+def warm_in_a_container(model, reader: str = "") -> tuple[float, float]:
+    """The warm-up's seconds and those it waited (from its line), run as the entrypoint runs it (``python3
+    -c``) with BOOT_READS 1 MiB, in a pid namespace of its own as in a container, beside ``reader`` started
+    0.5 s before it."""
+    code = re.sub(r"(?m)^BOOT_READS = .*$", f"BOOT_READS = {1 << 20}", WARM_CODE)
     script = f'{reader} & sleep 0.5; python3 -c "$1" "$2"; wait'
     out = subprocess.run(["unshare", "--pid", "--fork", "--mount-proc", "sh", "-c", script, "sh", code, str(model)],
                          capture_output=True, text=True, timeout=60)
-    m = re.search(r"warm-up of \S+: 2 files, ([0-9.]+) GB in ([0-9.]+) s", out.stderr)
+    m = re.search(r"warm-up of \S+: 2 files, ([0-9.]+) GB in ([0-9.]+) s( \(([0-9.]+) s of them waiting)?",
+                  out.stderr)
     assert m and float(m.group(1)) > 0.004, out.stderr
-    return float(m.group(2))
+    return float(m.group(2)), float(m.group(4) or 0)
 
 
 def test_the_warm_up_waits_while_another_process_reads_the_disk_and_goes_on_when_it_stops(tmp_path):
     """warm.BOOT_READS: a real reader of the real disk (dd, O_DIRECT: no page cache) beside the warm-up, in
     one pid namespace as vLLM and the warm-up are in its container; the warm-up sends no probe while the
     reader reads, and warms every file once it has stopped."""
-    import os
-
     model = tmp_path / "model"
     model.mkdir()
     (model / "config.json").write_text("{}")
@@ -87,5 +84,7 @@ def test_the_warm_up_waits_while_another_process_reads_the_disk_and_goes_on_when
         f.write(os.urandom(64 << 20))
         os.fsync(f.fileno())
     reads = f"timeout 2.5 sh -c 'while :; do dd if={disk} of=/dev/null bs=1M iflag=direct 2>/dev/null; done'"
-    assert warm_in_a_container(model, reads) >= 1.5      # the reader's 2.5 s less the 0.5 s before the warm-up
-    assert warm_in_a_container(model, "true") < 1.0
+    took, waited = warm_in_a_container(model, reads)
+    assert took >= 1.5 and waited >= 1.5, (took, waited)   # the reader's 2.5 s less the 0.5 s before the warm-up
+    took, waited = warm_in_a_container(model, "true")
+    assert took < 1.0 and waited < 0.5, (took, waited)
