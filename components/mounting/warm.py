@@ -44,10 +44,13 @@ RATE_PER_CPU = 100e6
 # libraries read from the host's disk after a restart) read more than BOOT_READS bytes from the disk in a
 # TICK (10 MB/s), the entrypoint's warm-up sends no probe and its pace's clock stops (0: never wait). The
 # fetch's reads of the store's disk and writes of rclone's cache otherwise queue before each of the boot's
-# reads. Measured on the 6.34 GB model, cold (2026-12-07, 3 rounds): first token 1.046x local against
-# 1.149x without it, every round faster. Only main() uses it: in vLLM's container the other processes are
-# vLLM's; on the host they would be everything.
+# reads. Not for a fetch shorter than SHORT_FETCH seconds at the pace: it is done long before the load
+# begins anyway, and waiting only moves it to where the boot needs the CPU. Measured (2026-12-07, 3-round
+# probes, docs/PERFORMANCE.md section 17): 6.34 GB cold, first token 1.003x local with the wait against
+# 1.185x without; 0.54 GB, 1.114x with it against 1.064x without. Only main() uses it: in vLLM's
+# container the other processes are vLLM's; on the host they would be everything.
 BOOT_READS = 2 << 20
+SHORT_FETCH = 10.0
 TICK = 0.2
 
 
@@ -88,6 +91,18 @@ def watch_reads(busy, stop, paused, limit, tick=TICK):
         else:
             busy.clear()
         last = now
+
+
+def boot_watch(files, pace, boot_reads, paused):
+    """(busy, stop): ``busy`` set while the others read the disk (watch_reads, until ``stop``); never with
+    ``boot_reads`` 0 or for ``files`` that take less than SHORT_FETCH seconds at ``pace``."""
+    busy, stop = threading.Event(), threading.Event()
+    if pace and sum(size for _, size in files) < SHORT_FETCH * pace:
+        boot_reads = 0      # a short fetch does not wait
+    if boot_reads:      # busy until the first TICK has looked
+        busy.set()
+        threading.Thread(target=watch_reads, args=(busy, stop, paused, boot_reads), daemon=True).start()
+    return busy, stop
 
 
 def files_of(folder, errors):
@@ -132,17 +147,15 @@ def warm_files(files, seconds=600.0, workers=WORKERS, errors=None, pace=0.0, boo
     """Probe ``files`` ((path, size) in reading order) in parts, ``workers`` at a time, at most ``pace``
     bytes a second (0: as fast as rclone goes), none while the other processes read more than
     ``boot_reads`` bytes a TICK from the disk (0: never wait; the entrypoint's warm-up, in vLLM's container,
-    passes BOOT_READS; ``waited[0]`` gets the seconds it waited); the bytes counted are the bytes rclone
+    passes BOOT_READS; not when the files take less than SHORT_FETCH seconds at ``pace``; ``waited[0]``
+    gets the seconds it waited); the bytes counted are the bytes rclone
     has fetched (each probe returns once the part's download got past it)."""
     start = time.monotonic()
     errors = [] if errors is None else errors
     todo = parts_of(files)
     lock, done = threading.Lock(), [0]
-    busy, stop, cut = threading.Event(), threading.Event(), [False]
-    paused = [0.0] if waited is None else waited
-    if boot_reads:      # busy until the first TICK has looked
-        busy.set()
-        threading.Thread(target=watch_reads, args=(busy, stop, paused, boot_reads), daemon=True).start()
+    paused, cut = [0.0] if waited is None else waited, [False]
+    busy, stop = boot_watch(files, pace, boot_reads, paused)
 
     def worker():
         while True:

@@ -7,7 +7,9 @@ process (`rclone serve s3`, NOT RustFS; the e2e and bench runs use RustFS):
 2. a mount made again over a cache that had the model (a new revision) warms it before the action
    returns: the new content is in the cache when `up` would go on to replace the container, and the
    mount's log says so in one line;
-3. a warm-up that cannot read stops with one line and exit status 0 (best effort).
+3. a warm-up that cannot read stops with one line and exit status 0 (best effort);
+4. a read through the mount is no disk read in the reader's ``read_bytes`` (what the entrypoint's
+   warm-up watches to give way to vLLM's boot), so vLLM's load never makes it wait.
 """
 from __future__ import annotations
 
@@ -27,6 +29,11 @@ from tests.integration.mounting import CONFIG, expect, mount_env, props
 
 pytestmark = pytest.mark.skipif(not os.path.exists("/dev/fuse"), reason="no /dev/fuse on this host")
 SIZE = 96 << 20
+
+
+# the warm-up as the vLLM container's entrypoint runs it: python3 -c, in a pid namespace of its own (it waits
+# while the other processes there read the disk: in the container, vLLM's; here, none)
+IN_A_CONTAINER = ["unshare", "--pid", "--fork", "--mount-proc", sys.executable, "-c", WARM_CODE]
 
 
 def weights(seed: bytes) -> bytes:
@@ -75,7 +82,7 @@ def test_the_containers_warm_up_fills_the_vfs_cache_with_parallel_reads(commands
         assert "warm-up" not in outs["stdout"]        # a first mount leaves the warm-up to the container
         assert mountinfo.read_ahead(str(root / "m1")) == DEFAULT_READ_AHEAD_KB
         assert cached_bytes(env["RV_CACHE_DIR"], "model.safetensors")[0] < SIZE // 2
-        run = subprocess.run([sys.executable, "-c", WARM_CODE, str(root / "m1")], capture_output=True, text=True,
+        run = subprocess.run([*IN_A_CONTAINER, str(root / "m1")], capture_output=True, text=True,
                              timeout=120)
         assert run.returncode == 0 and f"warm-up of {root / 'm1'}: 2 files, 0.10 GB" in run.stderr, run.stderr
         allocated, content = cached_bytes(env["RV_CACHE_DIR"], "model.safetensors")
@@ -85,6 +92,13 @@ def test_the_containers_warm_up_fills_the_vfs_cache_with_parallel_reads(commands
         # that no running download is about to reach)
         opened = set(re.findall(r"model\.safetensors: ChunkedReader\.openRange at ([0-9]+) ", log))
         assert len(opened) >= 2, opened
+        # vLLM's load through the mount never makes the warm-up wait: a read through FUSE is no disk read
+        # in the reader's read_bytes (rclone's read of its cache file is rclone's)
+        read = ("import sys\nwith open(sys.argv[1], 'rb') as f:\n    n = len(f.read())\n"
+                "print(n, [int(x.split()[1]) for x in open('/proc/self/io') if x.startswith('read_bytes')][0])")
+        n, disk = map(int, subprocess.run([sys.executable, "-c", read, str(root / "m1" / "model.safetensors")],
+                                          capture_output=True, text=True, check=True, timeout=60).stdout.split())
+        assert n == SIZE and disk < (1 << 20), (n, disk)
     finally:
         commands.delete(id_, outs)
 
@@ -93,7 +107,7 @@ def test_a_new_revision_is_warmed_before_the_mount_action_returns(commands, s3_s
     c, files = model
     env = env_for(s3_server, root, tmp_path, files)
     id_, outs = commands.create(props(env))
-    subprocess.run([sys.executable, "-c", WARM_CODE, str(root / "m1")], check=True, capture_output=True, timeout=120)
+    subprocess.run([*IN_A_CONTAINER, str(root / "m1")], check=True, capture_output=True, timeout=120)
     commands.delete(id_, outs)
     new = {**files, "model.safetensors": weights(b"two")}          # same size, other bytes
     c.put_object(Bucket="models", Key="m1/model.safetensors", Body=new["model.safetensors"])
@@ -117,6 +131,6 @@ def test_a_warm_up_that_cannot_read_says_so_in_one_line_and_exits_0(tmp_path):
     if os.geteuid() == 0:       # root reads anything: a folder that vanishes makes the open fail instead
         (folder / "model.safetensors").unlink()
         (folder / "model.safetensors").symlink_to(tmp_path / "gone")
-    run = subprocess.run([sys.executable, "-c", WARM_CODE, str(folder)], capture_output=True, text=True, timeout=60)
+    run = subprocess.run([*IN_A_CONTAINER, str(folder)], capture_output=True, text=True, timeout=60)
     assert run.returncode == 0 and len(run.stderr.strip().splitlines()) == 1, run.stderr
     assert "stopped after" in run.stderr and "best effort" in run.stderr and "Traceback" not in run.stderr
