@@ -88,8 +88,9 @@ def test_the_boot_delay_probe_runs_the_shipped_warm_up_and_takes_only_its_pace_o
     assert warm.RATE_PER_CPU > 0 and shipped not in unpaced and "RATE_PER_CPU = 0\n" in unpaced
     assert [x for x in unpaced.splitlines() if "RATE_PER_CPU" not in x] == [
         x for x in WARM_CODE.splitlines() if "RATE_PER_CPU" not in x]
-    both = boot_delay.warm_code(["paced", "no-boot-wait", "two-workers"])
-    assert "BOOT_READS = 0\n" in both and "WORKERS = 2\n" in both and "BOOT_READS = 0\n" not in WARM_CODE
+    both = boot_delay.warm_code(["paced", "no-boot-wait", "wait-short", "two-workers"])
+    assert "BOOT_READS = 0\n" in both and "WORKERS = 2\n" in both and "SHORT_FETCH = 0\n" in both
+    assert "BOOT_READS = 0\n" not in WARM_CODE and "SHORT_FETCH = 0\n" not in WARM_CODE
     assert warm.BOOT_READS > 0 and len(both.splitlines()) == len(WARM_CODE.splitlines())
     assert boot_delay.parse("paced+warm,paced+warm+cache-hot,paced+warm+no-readahead") == [
         "paced+warm", "paced+warm+cache-hot", "paced+warm+no-readahead"]
