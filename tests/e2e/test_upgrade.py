@@ -293,8 +293,8 @@ BEFORE_ROUTER = "b2709a3"
 def test_a_stack_with_a_balancer_port_moves_to_the_one_endpoint(tmp_path):
     """The balancerPort stack of the last main: the new code's preview says the key is no longer used and
     plans exactly the move (the entry point's resources deleted, the router's created, the policy facts
-    recorded); `up` converges with the model's container untouched, the old entry port is free, and the one
-    endpoint serves the model to the OpenAI client."""
+    recorded, and the model's container replaced once for the warm-up's new text in its entrypoint); `up`
+    converges, the old entry port is free, and the one endpoint serves the model to the OpenAI client."""
     import openai
 
     from tests.helpers import free_ports
@@ -317,8 +317,12 @@ def test_a_stack_with_a_balancer_port_moves_to_the_one_endpoint(tmp_path):
         new_code(stack, app)
         changed = changes(stack)
         moved = {(op, name) for op, name in changed if not name.startswith(("balancer", "router"))}
-        # the policy facts name the router's image; the mount's log and keeper image move (issue 45)
-        assert moved == {("update", "rustfs-vllm")} | root_paths("mount") | store_weight(stack), changed
+        # the policy facts name the router's image; the mount's log and keeper image move (issue 45); the
+        # warm-up's text in the entrypoint changed since (2026-12-07: it waits for vLLM's disk reads), so the
+        # model's container is replaced once, with the readiness wait and smoke test after it
+        warm_text = {("replace", f"vllm-{PREFIX}-container"), ("replace", f"vllm-{PREFIX}-ready-wait"),
+                     ("update", f"smoke-{PREFIX}-completion")}
+        assert moved == {("update", "rustfs-vllm")} | root_paths("mount") | store_weight(stack) | warm_text, changed
         assert {name for op, name in changed if op == "delete"} == {
             "balancer", "balancer-image", "balancer-container", f"balancer-{entry}-ready", f"balancer-{entry}-ready-wait"}, changed
         assert {name for op, name in changed if op == "create"} == {
@@ -327,7 +331,7 @@ def test_a_stack_with_a_balancer_port_moves_to_the_one_endpoint(tmp_path):
         assert f"models[smollm2].balancerPort ({entry}) is no longer used" in preview, preview[-3000:]
         stack.run("up", "--yes", "--skip-preview", label="up_new")
         assert changes(stack) == []
-        assert docker.from_env().containers.get(f"{prefix}-vllm-{PREFIX}").id == vllm_id
+        assert docker.from_env().containers.get(f"{prefix}-vllm-{PREFIX}").id != vllm_id     # replaced once
         with pytest.raises(docker.errors.NotFound):
             docker.from_env().containers.get(f"{prefix}-balancer")
         client = openai.OpenAI(base_url=stack.outputs()["endpoint"], api_key="EMPTY")
