@@ -22,6 +22,9 @@ Order: the small files first (vLLM reads config and tokenizer at once), then the
 order vLLM reads safetensors shards). Each file is cut into up to PARTS_PER_FILE parts of at least
 MIN_PART bytes; WORKERS threads probe the parts in that order, so the next file starts while the last
 parts of one are still coming.
+
+In vLLM's container (main()) it gives way to vLLM's boot: while the container's other processes read the
+disk (BOOT_READS), it sends no probe, unless the whole fetch is short (SHORT_FETCH).
 """
 import os
 import sys
@@ -148,8 +151,8 @@ def warm_files(files, seconds=600.0, workers=WORKERS, errors=None, pace=0.0, boo
     bytes a second (0: as fast as rclone goes), none while the other processes read more than
     ``boot_reads`` bytes a TICK from the disk (0: never wait; the entrypoint's warm-up, in vLLM's container,
     passes BOOT_READS; not when the files take less than SHORT_FETCH seconds at ``pace``; ``waited[0]``
-    gets the seconds it waited); the bytes counted are the bytes rclone
-    has fetched (each probe returns once the part's download got past it)."""
+    gets the seconds it waited); the bytes counted are the bytes rclone has fetched (each probe returns
+    once the part's download got past it)."""
     start = time.monotonic()
     errors = [] if errors is None else errors
     todo = parts_of(files)
