@@ -7,6 +7,7 @@ import subprocess
 import time
 from pathlib import Path
 
+from tests import leftovers
 from tests.helpers import free_ports, pulumi_env
 
 
@@ -53,10 +54,13 @@ class Stack:
         return proc
 
     def init(self) -> None:
+        leftovers.record(self.name)     # struck off by remove(); a killed run's stack is the next run's to clean
         subprocess.run(["pulumi", "stack", "init", self.name, "--non-interactive"], cwd=self.workdir, env=self.env,
                        capture_output=True, text=True, check=True)
 
     def set(self, key: str, value: str, secret: bool = False, path: bool = False) -> None:
+        if key == "namePrefix":
+            leftovers.record(self.name, value)
         args = ["config", "set", key]
         if path:
             args.append("--path")
@@ -73,6 +77,8 @@ class Stack:
         import yaml
 
         path = self.workdir / f"Pulumi.{self.name}.yaml"
+        if isinstance(config.get("namePrefix"), str):
+            leftovers.record(self.name, config["namePrefix"])
         kept: dict = {}
         try:
             old = (yaml.safe_load(path.read_text()) or {}) if path.exists() else {}
@@ -130,6 +136,7 @@ class Stack:
         if cfg.exists():
             os.remove(cfg)
         remove_logs(self.name)
+        leftovers.forget(self.name)
 
 
 def remove_logs(stack: str) -> None:

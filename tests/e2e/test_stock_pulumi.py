@@ -21,7 +21,7 @@ from pathlib import Path
 import docker
 import pytest
 
-from tests import s3_under_test
+from tests import leftovers, s3_under_test
 from tests.helpers import ROOT, free_port, free_ports, pulumi_env
 from tests.pulumi_cli import remove_logs
 
@@ -98,6 +98,7 @@ def test_a_stock_pulumi_installs_previews_serves_and_destroys_from_a_plain_shell
     src = tmp_path / "model"
     shutil.copytree(MODEL, src, ignore=shutil.ignore_patterns(".complete"))
     port = free_port()
+    leftovers.record(name, prefix)       # a killed run's stack is the next run's to clean (scripts/test)
     pulumi("stack", "init", name)
     try:
         settings = {"environment": "test", "namePrefix": prefix, **s3_under_test.stack_settings(),
@@ -159,5 +160,6 @@ def test_a_stock_pulumi_installs_previews_serves_and_destroys_from_a_plain_shell
         except docker.errors.NotFound:
             pass
         remove_logs(name)                      # rclone's log, which destroy keeps (a service's logs are kept)
+        leftovers.forget(name)
     assert "Traceback" not in said, said[-4000:]
     assert "ModuleNotFoundError" not in said

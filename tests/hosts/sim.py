@@ -58,9 +58,13 @@ def on_host(host: str, script: str) -> str:
 
 
 def rclone_mounts(host: str) -> list[list[str]]:
-    """fuse.rclone mounts in the host's own mount namespace: [mount point, options]."""
+    """The stacks' fuse.rclone mounts in the host's own mount namespace (under MOUNT_ROOT, their mountPath):
+    [mount point, options]. A host's namespace starts as a copy of this machine's, so it also holds the
+    mounts that tests beside it had made here when it started (scripts/test runs tests/hosts beside the
+    e2e files: an upgrade test's mount showed on host b, started again at step 6, on 2026-12-07); those
+    are not the host's."""
     return [line.split()[1:4:2] for line in on_host(host, "cat /proc/mounts").splitlines()
-            if line.split()[2] == "fuse.rclone"]
+            if line.split()[2] == "fuse.rclone" and line.split()[1].startswith(MOUNT_ROOT + "/")]
 
 
 def containers(host: str, stack: str) -> dict[str, str]:
@@ -144,11 +148,15 @@ def tear_down(ctx: dict, hosts: dict[str, str] = HOSTS) -> None:
 def prewarm(hosts: dict[str, str] = HOSTS) -> None:
     """What the several-hosts test would otherwise wait for on a fresh machine: the vLLM image pushed to
     the loopback registry and pulled by every simulated host (about 4-5 minutes cold: 7.5 GB pushed once,
-    unpacked per host; seconds when kept from an earlier run). scripts/test runs it in its lane B, beside
+    unpacked per host; seconds when kept from an earlier run), and any stack's containers a killed run left
+    on them removed. scripts/test runs it in its lane B, beside
     the end-to-end suite, so that tests/hosts starts on warm hosts. The hosts are stopped after."""
     start(hosts)
     try:
         for h in hosts:
+            # the hosts are the tests' own: any stack's container on them is what a killed run left (their
+            # engines start it again with the host), which tests/hosts would otherwise run beside
+            on_host(h, "ids=$(docker ps -aq --filter label=rustfs-vllm.stack); [ -z \"$ids\" ] || docker rm -f $ids >/dev/null")
             for image in (LOCAL_IMAGE, RCLONE_IMAGE):
                 on_host(h, f"docker image inspect {REGISTRY}/{image} >/dev/null 2>&1 || "
                            f"docker pull -q {REGISTRY}/{image} >/dev/null")
