@@ -75,8 +75,9 @@ def _processes_on(root: str) -> list[int]:
     return found
 
 
-def remove(stack: str, prefix: str | None) -> list[str]:
-    """Removes what test stack ``stack`` left; returns what was removed, in words."""
+def remove_docker(stack: str, volumes: tuple[str, ...] = ()) -> list[str]:
+    """Removes the containers and volumes labelled with ``stack`` (compile caches), and the named ``volumes``
+    (the S3 server's data volume, which destroy keeps on purpose); returns what was removed, in words."""
     import docker
 
     client = docker.from_env()
@@ -84,9 +85,29 @@ def remove(stack: str, prefix: str | None) -> list[str]:
     for c in client.containers.list(all=True, filters={"label": f"rustfs-vllm.stack={stack}"}):
         c.remove(force=True)
         gone.append(f"container {c.name}")
-    volumes = client.volumes.list(filters={"label": f"rustfs-vllm.stack={stack}"})
-    if prefix and NAME.match(prefix):
-        volumes += [v for v in client.volumes.list() if v.name == f"{prefix}-data"]
+    found = client.volumes.list(filters={"label": f"rustfs-vllm.stack={stack}"})
+    for name in volumes:
+        try:
+            found.append(client.volumes.get(name))
+        except docker.errors.NotFound:
+            pass
+    for v in found:
+        v.remove(force=True)
+        gone.append(f"volume {v.name}")
+    return gone
+
+
+def remove(stack: str, prefix: str | None) -> list[str]:
+    """Removes what test stack ``stack`` left (its containers first: none restarts what goes after);
+    returns what was removed, in words."""
+    import docker
+
+    named = bool(prefix and NAME.match(prefix))
+    try:
+        gone = remove_docker(stack, (f"{prefix}-data",) if named else ())
+    except docker.errors.APIError as exc:       # the sweep goes on; the next run tries again
+        gone = [f"not all of its containers and volumes ({exc})"]
+    if named:
         for pid in _processes_on(f"/mnt/{prefix}"):
             try:
                 os.kill(pid, 9)
@@ -101,12 +122,6 @@ def remove(stack: str, prefix: str | None) -> list[str]:
             if folder.is_dir() and not _mounts_under(str(folder)):
                 shutil.rmtree(folder, ignore_errors=True)
                 gone.append(f"folder {folder}")
-    for v in volumes:
-        try:
-            v.remove(force=True)
-            gone.append(f"volume {v.name}")
-        except docker.errors.APIError:
-            pass
     return gone
 
 

@@ -116,19 +116,9 @@ class Stack:
     def teardown(self, volume: str) -> None:
         """Destroy, remove the stack, and remove what a failed test may have left of it on the
         machine: its labelled containers and its data volume (which destroy keeps on purpose)."""
-        import docker
-
         self.run("destroy", "--yes", "--skip-preview", check=False)
         self.remove()
-        client = docker.from_env()
-        for c in client.containers.list(all=True, filters={"label": f"rustfs-vllm.stack={self.name}"}):
-            c.remove(force=True)
-        try:
-            client.volumes.get(volume).remove(force=True)
-        except docker.errors.NotFound:
-            pass
-        for v in client.volumes.list(filters={"label": f"rustfs-vllm.stack={self.name}"}):   # compile caches
-            v.remove(force=True)
+        leftovers.remove_docker(self.name, (volume,))
 
     def remove(self) -> None:
         self.run("stack", "rm", "--yes", "--force", check=False)

@@ -150,15 +150,7 @@ def test_a_stock_pulumi_installs_previews_serves_and_destroys_from_a_plain_shell
         subprocess.run(["pulumi", "destroy", "--yes", "--skip-preview", "--non-interactive"], cwd=app, env=env,
                        capture_output=True, timeout=900)
         subprocess.run(["pulumi", "stack", "rm", "--yes", "--force"], cwd=app, env=env, capture_output=True)
-        client_d = docker.from_env()
-        for c in client_d.containers.list(all=True, filters={"label": f"rustfs-vllm.stack={name}"}):
-            c.remove(force=True)
-        for v in client_d.volumes.list(filters={"label": f"rustfs-vllm.stack={name}"}):
-            v.remove(force=True)
-        try:
-            client_d.volumes.get(f"{prefix}-data").remove(force=True)
-        except docker.errors.NotFound:
-            pass
+        leftovers.remove_docker(name, (f"{prefix}-data",))
         remove_logs(name)                      # rclone's log, which destroy keeps (a service's logs are kept)
         leftovers.forget(name)
     assert "Traceback" not in said, said[-4000:]

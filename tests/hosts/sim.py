@@ -72,15 +72,18 @@ def containers(host: str, stack: str) -> dict[str, str]:
     return dict(line.split() for line in out.splitlines() if line.strip())
 
 
+def rm_containers(label: str) -> str:
+    """A host's shell line removing its containers labelled ``label`` (``key`` or ``key=value``)."""
+    return f"ids=$(docker ps -aq --filter label={label}); [ -z \"$ids\" ] || docker rm -f $ids >/dev/null"
+
+
 def remove_leftovers(stack: str, prefix: str, hosts: dict[str, str] = HOSTS) -> None:
     """Whatever a failed run left of ``stack`` on the hosts, and its rclone VFS caches: destroy
     keeps those unless purgeOnDestroy is set (the product's choice; the README says so), and each
     run's test stack is new, so kept caches would pile up a copy of the model per run and host."""
     for h in hosts:
         if sim("exec", h, "true", check=False).returncode == 0:
-            on_host(h, f"ids=$(docker ps -aq --filter label=rustfs-vllm.stack={stack}); "
-                       "[ -z \"$ids\" ] || docker rm -f $ids >/dev/null; "
-                       f"rm -rf /var/cache/rustfs-vllm/{prefix}")
+            on_host(h, f"{rm_containers(f'rustfs-vllm.stack={stack}')}; rm -rf /var/cache/rustfs-vllm/{prefix}")
 
 
 def completions_served(host: str, container: str) -> int:
@@ -156,7 +159,7 @@ def prewarm(hosts: dict[str, str] = HOSTS) -> None:
         for h in hosts:
             # the hosts are the tests' own: any stack's container on them is what a killed run left (their
             # engines start it again with the host), which tests/hosts would otherwise run beside
-            on_host(h, "ids=$(docker ps -aq --filter label=rustfs-vllm.stack); [ -z \"$ids\" ] || docker rm -f $ids >/dev/null")
+            on_host(h, rm_containers("rustfs-vllm.stack"))
             for image in (LOCAL_IMAGE, RCLONE_IMAGE):
                 on_host(h, f"docker image inspect {REGISTRY}/{image} >/dev/null 2>&1 || "
                            f"docker pull -q {REGISTRY}/{image} >/dev/null")

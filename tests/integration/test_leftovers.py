@@ -4,6 +4,7 @@ serving them, and root's folders for it; a stack whose test still runs, and a st
 are left alone. Real Docker engine, real mounts, real processes."""
 from __future__ import annotations
 
+import json
 import secrets
 import subprocess
 import sys
@@ -57,10 +58,9 @@ def test_a_killed_runs_stack_goes_and_a_running_or_users_stack_stays(client, tmp
     made = {name: _stack(client, name) for name in (killed, running, users)}
     serving = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)", f"/mnt/rvllm-{killed}/m"])
     try:
-        leftovers.record(killed, f"rvllm-{killed}")
-        entry = leftovers.LEDGER / killed
-        entry.write_text(entry.read_text().replace(f'"pid": {__import__("os").getpid()}', f'"pid": {_dead_pid()}'))
         leftovers.record(running, f"rvllm-{running}")          # this pytest process: still running
+        entry = leftovers.LEDGER / killed                      # a test process that is gone
+        entry.write_text(json.dumps({"stack": killed, "prefix": f"rvllm-{killed}", "pid": _dead_pid()}))
         # users: in no ledger
 
         removed = leftovers.sweep()
