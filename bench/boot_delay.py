@@ -27,6 +27,7 @@ A variant is a name made of these words, joined by ``+``:
   waited); ``wait-short``: the wait for a fetch shorter than warm.py's SHORT_FETCH too (SHORT_FETCH 0, as at
   bc5cb79; the SmolLM2 results of 2026-12-07 02:35 ran before SHORT_FETCH, so their ``paced`` waited);
   ``two-workers``: the warm-up in 2 threads instead of 8 (fewer reads of the store's disk at once);
+  ``pace-x2``: the pace doubled (RATE_PER_CPU 200 MB/s per core);
 - ``warm``: the VFS cache full before the start (filled unpaced through the mount, as bench.start's warm
   path does: a restart), instead of empty;
 - ``cache-hot``: rclone's VFS cache files read into the page cache after the drop, before the start (not
@@ -71,7 +72,8 @@ from components.mounting import warm as warm_mod
 from components.serving import vllm
 
 WORDS = ("paced", "unpaced", "unweighted", "yield", "io-idle", "apart", "store-cached", "cache-in-memory",
-         "prefetch", "eager", "warm", "cache-hot", "no-readahead", "no-boot-wait", "wait-short", "two-workers")
+         "prefetch", "eager", "warm", "cache-hot", "no-readahead", "no-boot-wait", "wait-short", "two-workers",
+         "pace-x2")
 OUT = ROOT / "bench" / "results-boot-delay.json"
 READAHEAD_S: list[float] = []      # the read-ahead's seconds per start (those that read something)
 
@@ -100,10 +102,12 @@ def parse(variants: str) -> list[str]:
 def warm_code(words: list[str]) -> str:
     """The entrypoint's warm-up as the program ships it, with its pace off (``unpaced``: RATE_PER_CPU 0),
     not waiting while the boot reads the disk (``no-boot-wait``: BOOT_READS 0), waiting for a short fetch
-    too (``wait-short``: SHORT_FETCH 0), or in two threads (``two-workers``: WORKERS 2)."""
+    too (``wait-short``: SHORT_FETCH 0), in two threads (``two-workers``: WORKERS 2), or at twice the pace
+    (``pace-x2``: RATE_PER_CPU 200e6)."""
     code = vllm.WARM_CODE
     for word, name, value in (("unpaced", "RATE_PER_CPU", "0"), ("no-boot-wait", "BOOT_READS", "0"),
-                              ("wait-short", "SHORT_FETCH", "0"), ("two-workers", "WORKERS", "2")):
+                              ("wait-short", "SHORT_FETCH", "0"), ("two-workers", "WORKERS", "2"),
+                              ("pace-x2", "RATE_PER_CPU", "200e6")):
         if word in words:
             line = next(x for x in code.splitlines() if x.startswith(f"{name} = "))
             code = code.replace(line, f"{name} = {value}")
