@@ -93,3 +93,23 @@ def test_the_warm_up_waits_while_another_process_reads_the_disk_and_goes_on_when
     # the shipped SHORT_FETCH: 8 MiB take far less than it at the pace, so the warm-up does not wait
     took, waited = warm_in_a_container(model, reads, None)
     assert took < 1.0 and waited == 0, (took, waited)
+
+
+def test_a_model_too_large_for_the_pace_is_fetched_within_the_window_and_a_small_one_keeps_the_pace(tmp_path):
+    """warm.FETCH_WINDOW: the entrypoint's fetch has to be done when vLLM begins to load, so a model its pace
+    would take longer than the window over is fetched faster; real files read by the real warm-up."""
+    from components.mounting import warm
+
+    (tmp_path / "config.json").write_text("{}")
+    (tmp_path / "w.safetensors").write_bytes(os.urandom(8 << 20))
+    files = warm.files_of(str(tmp_path), [])
+    assert warm.window_pace(files, 4e6, 0.5) == sum(s for _, s in files) / 0.5     # raised: 2.1 s at the pace
+    assert warm.window_pace(files, 4e6, 10.0) == 4e6                               # fits: the pace as it is
+    assert warm.window_pace(files, 0, 0.5) == 0 and warm.window_pace(files, 4e6, 0) == 4e6
+    n, done, took, problem = warm.warm(str(tmp_path), pace=4e6)
+    assert (n, done, problem) == (2, (8 << 20) + 2, "") and took >= 1.8, took       # the pace holds it back
+    n, done, took, problem = warm.warm(str(tmp_path), pace=4e6, window=0.5)
+    assert (n, done, problem) == (2, (8 << 20) + 2, "") and took < 1.2, took
+    assert 0 < warm.FETCH_WINDOW and "window=FETCH_WINDOW" in WARM_CODE          # what the entrypoint runs
+    # ... in one thread per core, at most WORKERS (the host's warm-up of a new revision keeps WORKERS)
+    assert "warm(folder, seconds, min(WORKERS, cpus())," in WARM_CODE and warm.cpus() == len(os.sched_getaffinity(0))
