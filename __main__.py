@@ -10,7 +10,7 @@ import pulumi
 
 from components import config
 from components.config import runtime, store_ref
-from components.core import claims
+from components.core import claims, deletions
 from components.core.plan import Plan
 from components.targets import target_for
 
@@ -33,6 +33,7 @@ if not problems:    # the model prefixes: one another stack owns in a shared buc
     problems += claims.problems(cfg)
 if problems:
     raise pulumi.RunError(str(config.ConfigError(problems)))
+deletions.say(cfg)      # what this run deletes from the bucket (or keeps) as models leave or move, said first
 stack = Plan("rustfs-vllm", target)
 for name, value in stack.exports().items():
     pulumi.export(name, value)

@@ -24,10 +24,15 @@ BUCKET_RE = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
 URL_RE = re.compile(r"https?://[A-Za-z0-9.\-\[\]:]+(:[0-9]{1,5})?/?")
 
 
+def state_folder(project_dir: str) -> str:
+    """The project's own records on this machine (hash caches, mount markers, logs): ``<project>/.state``."""
+    return os.path.join(project_dir, ".state")
+
+
 def load(raw: Mapping[str, Any], stack: str, project_dir: str) -> StackConfig:
     """Validate ``raw`` (config key without namespace -> value) into a StackConfig or raise ConfigError."""
     r = Reader(raw)
-    v: dict[str, Any] = {"stack": stack, "state_dir": os.path.join(project_dir, ".state")}
+    v: dict[str, Any] = {"stack": stack, "state_dir": state_folder(project_dir)}
     _names(r, v, stack)
     v["kube"] = kube_cfg.parse(r, v) if r.value("target") == "kubernetes" else kube_cfg.unused(r)
     _storage(r, v, project_dir)
@@ -145,7 +150,7 @@ def _storage(r: Reader, v: dict[str, Any], project_dir: str) -> None:
     if not BUCKET_RE.fullmatch(bucket) or ".." in bucket or re.fullmatch(r"[0-9.]+", bucket):
         r.bad("bucket", bucket, "3-63 characters of lower-case letters, digits, '.' and '-', "
                                 "starting and ending with a letter or digit, not an IP address")
-    v["bucket"], v["purge_on_destroy"] = bucket, r.value("purgeOnDestroy")
+    v["bucket"], v["purge_on_destroy"], v["prune_objects"] = bucket, r.value("purgeOnDestroy"), r.value("pruneObjects")
 
 
 def _credentials(r: Reader, v: dict[str, Any]) -> None:

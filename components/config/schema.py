@@ -211,6 +211,10 @@ KEYS: tuple[Key, ...] = (
     _bool("purgeOnDestroy", False,
           "When true, destroy deletes the managed model prefixes (and the bucket, if this stack created it and "
           "it is then empty). Foreign objects are never deleted."),
+    _bool("pruneObjects", False,
+          "When true, an `up` may delete the objects of files that left a model's folder (a new revision that "
+          "drops a file), and objects under a model's prefix that are not in its folder. When false (the "
+          "default) such an `up` is refused at preview, naming the files: the bucket holds the only copy."),
     Key("models", list, [], "a list of model objects (name, source, ...)",
         "List of models (none with role store)."),
     Key("mountPath", str, COMPUTED, "an absolute folder path",

@@ -137,6 +137,7 @@ class StackConfig:
     role: str = "serving"                     # role: serving, or store (a platform stack: server and bucket only)
     store: str = ""                           # store: the platform stack this one uses by reference ("" = none)
     take_over_prefixes: bool = False          # takeOverPrefixes: a prefix whose owner is no longer registered
+    prune_objects: bool = False               # pruneObjects: an up may delete objects not in a model's folder
     tenants: dict[str, tuple[str, ...]] = field(default_factory=dict)   # tenants (role store): stack -> prefixes
     store_read_keys: tuple[str, str] = ("", "")   # storeKey's read pair (with store): what serving hosts read with
 

@@ -24,6 +24,7 @@ class BucketArgs:
     ca_bundle: str = ""              # rustfsCaBundle ("" = the system's CAs)
     server: pulumi.Input[str] = ""   # the S3 server's container (S3Side.instance): a new one is checked again
     probe: str = ""                  # a tenant's key: bucket/prefix/ it lists instead of HeadBucket ("" = root keys)
+    owner: str = ""                  # the stack's fully qualified name: the record of a bucket it created (issue 57)
 
 
 class Bucket(pulumi.ComponentResource):
@@ -38,6 +39,7 @@ class Bucket(pulumi.ComponentResource):
             "access_key": pulumi.Output.secret(args.access_key), "secret_key": pulumi.Output.secret(args.secret_key),
             **({"ca_bundle": args.ca_bundle} if args.ca_bundle else {}),  # absent when unset: no diff for old stacks
             **({"probe": args.probe} if args.probe else {}),
+            **({"owner": args.owner} if args.owner else {}),
         }, pulumi.ResourceOptions(parent=self, depends_on=opts.depends_on if opts else None))
         self.name = self.resource.id
         self.adopted = self.resource.adopted

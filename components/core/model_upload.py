@@ -36,6 +36,7 @@ class ModelUploadArgs:
     server: pulumi.Input[str] = ""   # the S3 server's container (S3Side.instance): a new one is listed again
     owner: str = ""                  # the stack's fully qualified name: the prefix's owner record (issue 38)
     take_over: bool = False          # takeOverPrefixes: a prefix whose owner is no longer registered
+    prune: bool = False              # pruneObjects: objects not in the folder may be deleted (issue 57)
 
 
 class ModelUpload(pulumi.ComponentResource):
@@ -60,6 +61,7 @@ class ModelUpload(pulumi.ComponentResource):
             **({"stack": args.stack} if args.stack else {}),
             **({"owner": args.owner} if args.owner else {}),
             **({"take_over": True} if args.take_over else {}),
+            **({"prune": True} if args.prune else {}),      # absent unless set: no diff for deployed stacks
         }, pulumi.ResourceOptions(parent=self, depends_on=opts.depends_on if opts else None))
         self.manifest = manifest
         self.prefix_value = args.prefix

@@ -15,7 +15,7 @@ from typing import Any, Optional
 
 import pulumi
 
-from components.core import policy_facts
+from components.core import deletions, policy_facts
 from components.core.smoke import SmokeTest, SmokeTestArgs
 from components.config.runtime import stack_fqn
 from components.core.store import build_platform, build_store
@@ -56,6 +56,8 @@ class Plan(pulumi.ComponentResource):
         out: dict[str, Any] = {"s3_server": store.server.kind, "s3_endpoint": store.server.endpoint,
                                "bucket": store.bucket.name, "bucket_adopted": store.bucket.adopted,
                                "read_keys": store.read_keys_note,
+                               # where each model's objects are: the next run says what leaves (deletions.py)
+                               deletions.OUTPUT: deletions.stored(self.cfg),
                                **self.target.outputs(store)}
         if self.cfg.smoke_test:
             out["smoke_completions"] = self.smoke_completions()

@@ -60,7 +60,8 @@ def build_store(owner: pulumi.Resource, cfg: StackConfig, server: S3Side, keys: 
         endpoint=cfg.rustfs_endpoint, bucket=bucket.name, prefix=m.prefix, source=m.source,
         access_key=keys.access_key, secret_key=keys.secret_key, cache_dir=os.path.join(cfg.state_dir, "hash-cache"),
         purge=cfg.purge_on_destroy, store=server.store, ca_bundle=cfg.ca_bundle, stack=cfg.stack,
-        server=server.instance, owner=stack_fqn(), take_over=cfg.take_over_prefixes), after_server)
+        server=server.instance, owner=stack_fqn(), take_over=cfg.take_over_prefixes, prune=cfg.prune_objects),
+        after_server)
         for m in cfg.models}
     if cfg.store:    # registered on the platform's store: its destroy refuses while this stack is there
         StoreTenantResource("store-tenant", {
@@ -89,7 +90,7 @@ def the_bucket(cfg: StackConfig, server: S3Side, keys: Keys, purge: bool, opts: 
     return Bucket("bucket", BucketArgs(
         endpoint=cfg.rustfs_endpoint, bucket=cfg.bucket, access_key=keys.access_key, secret_key=keys.secret_key,
         purge=purge, store=server.store, ca_bundle=cfg.ca_bundle, server=server.instance,
-        probe=probe(cfg).get("probe", "")), opts)
+        probe=probe(cfg).get("probe", ""), owner=stack_fqn()), opts)
 
 
 def s3_props(cfg: StackConfig, keys: Keys) -> dict:

@@ -45,6 +45,8 @@ def store_key(deployment: dict[str, Any], tenant: str) -> dict[str, str]:
         outs = res.get("outputs") or {}
         if not fields or _plain(outs.get("tenant")) != tenant:
             continue
+        if res.get("delete") or res.get("pendingReplacement"):
+            continue    # a key being retired (the old half of a rotation): only the live key is handed over
         access, secret = _plain(outs.get("read_access_key")), _plain(outs.get("read_secret_key"))
         if access and secret:
             key.update({fields[0]: access, fields[1]: secret})

@@ -29,7 +29,7 @@ def build_tenants(owner: pulumi.Resource, cfg: StackConfig, server: S3Side, comm
                  read_policy.policy_json(cfg.bucket, prefixes))):
             key = key_class(f"{name}-{suffix}", {**props, "user_base": base}, opts)
             grants.append(TenantGrantResource(f"{name}-{suffix}-grant", {
-                **props, "bucket": cfg.bucket, "user": key.read_access_key, "server": server.instance,
+                **props, "bucket": cfg.bucket, "user": key.read_access_key, "server": server.instance, "key_kind": suffix,
                 "secret": pulumi.Output.secret(key.read_secret_key), "policy": policy,
             }, pulumi.ResourceOptions(parent=owner, depends_on=[key])))
     return grants

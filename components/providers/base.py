@@ -130,7 +130,12 @@ def engine_config(key: str) -> Any:
 
 
 class Provider(ResourceProvider):
-    """The base of the program's dynamic providers (see the module's docstring)."""
+    """The base of the program's dynamic providers (see the module's docstring).
+
+    ``REPLACE_ON``: the inputs whose change makes the engine replace the resource (its ``diff`` says so);
+    tests/e2e/test_replacements.py changes each of them through the engine (issue 57)."""
+
+    REPLACE_ON: tuple[str, ...] = ()
 
     def configure(self, req: ConfigureRequest) -> None:
         adopt(req.config)

@@ -4,6 +4,13 @@ A bucket this stack adopted is never deleted. A bucket it created is deleted on 
 it is empty (model prefixes are purged first when purge was configured); otherwise it is kept and
 destroy still succeeds, so destroy never loses data it was not told to delete.
 
+Identity is the bucket's name (issue 57): a new endpoint, keys or CA update the same bucket. A bucket
+the stack created holds a record of it (``.rustfs-vllm/bucket.json``: the stack, and the ``instance``
+holding it, components/providers/succession.py), written with the root keys (a tenant's key adopts its
+platform's bucket and writes none): a replacement (``pulumi up --replace``) finds the bucket its stack
+created still its own, and the replaced instance's delete leaves the bucket to its successor. "Empty"
+is: nothing but that record.
+
 ``store`` names where the objects live (the server kind and its volume, or the external
 endpoint). When it changes, e.g. a new ``rustfsVolume`` or ``s3Server``, the server answering on the
 same endpoint is a different one: the update makes sure the bucket exists there (created or
@@ -18,12 +25,13 @@ from typing import Any, Optional
 import pulumi
 from pulumi.dynamic import CheckFailure, CheckResult, CreateResult, DiffResult, ReadResult, Resource, UpdateResult
 
+from components.providers import succession
 from components.providers.base import Provider
-from components.storage import s3
+from components.storage import owners, s3
 from components.dynamic import secret_outputs
 from components.errors import ProviderError
 
-REPLACE_ON = ("endpoint", "bucket")
+REPLACE_ON = ("bucket",)       # what the data is; the endpoint, keys and CA are how it is reached
 
 
 def look(c: Any, props: dict[str, Any], bucket: str) -> None:
@@ -36,6 +44,8 @@ def look(c: Any, props: dict[str, Any], bucket: str) -> None:
 
 
 class BucketProvider(Provider):
+    REPLACE_ON = REPLACE_ON
+
     def check(self, olds: dict[str, Any], news: dict[str, Any]) -> CheckResult:
         failures = []
         name = news.get("bucket")
@@ -44,11 +54,14 @@ class BucketProvider(Provider):
         return CheckResult(news, failures)
 
     def create(self, props: dict[str, Any]) -> CreateResult:
+        props = {**props, succession.KEY: succession.new_instance()}
         return CreateResult(props["bucket"], {**props, "adopted": self._ensure(props)})
 
     @staticmethod
-    def _ensure(props: dict[str, Any]) -> bool:
-        """Creates the bucket when it is missing; True when it existed (adopted)."""
+    def _ensure(props: dict[str, Any], ours: bool = False) -> bool:
+        """Creates the bucket when it is missing; True when it existed (adopted) and this stack did not create
+        it (``ours``: the deployed state says it did). The bucket's record names the instance holding it when
+        this stack created it."""
         c = s3.client_for(props)
         bucket = props["bucket"]
         adopted = True
@@ -66,19 +79,34 @@ class BucketProvider(Provider):
             except Exception as exc2:  # noqa: BLE001
                 if s3.error_code(exc2) not in ("BucketAlreadyOwnedByYou",):
                     raise ProviderError(s3.explain(exc2, props["endpoint"], f"create bucket {bucket}")) from None
+        if props.get("probe") or not props.get("owner"):
+            return adopted
+        try:
+            record = owners.read_record(c, bucket, owners.BUCKET_RECORD)
+            if adopted and (ours or (record and record.get("stack") == props["owner"] and record.get("created"))):
+                adopted = False      # this stack created it (an instance before this one): still its own
+            if not adopted and (record or {}).get(succession.KEY) != props[succession.KEY]:
+                owners.write_record(c, bucket, owners.BUCKET_RECORD, {
+                    "stack": props["owner"], "created": True, succession.KEY: props[succession.KEY]})
+        except Exception as exc:  # noqa: BLE001
+            raise ProviderError(s3.explain(exc, props["endpoint"], f"record of bucket {bucket}")) from None
         return adopted
 
     def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
         replaces = [k for k in REPLACE_ON if olds.get(k) != news.get(k)]
         changed = replaces or any(olds.get(k) != news.get(k)
-                                    for k in ("access_key", "secret_key", "purge", "store", "ca_bundle", "server", "probe"))
+                                    for k in ("endpoint", "access_key", "secret_key", "purge", "store", "ca_bundle", "server", "probe",
+                                              "owner"))
         return DiffResult(changes=bool(changed), replaces=replaces, delete_before_replace=False)
 
     def update(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
-        if olds.get("store") != news.get("store") or olds.get("server") != news.get("server"):
+        news = {**news, succession.KEY: succession.kept(olds)}
+        if olds.get("store") != news.get("store") or olds.get("server") != news.get("server") or \
+                not olds.get(succession.KEY) or olds.get("owner") != news.get("owner"):
             # another server behind the endpoint, or a new container of it (its volume may be new too: a
-            # lost volume converges in one `up --refresh`): the bucket is made sure of there
-            return UpdateResult({**news, "adopted": self._ensure(news) and olds.get("adopted", True)})
+            # lost volume converges in one `up --refresh`): the bucket is made sure of there (and a bucket
+            # made before issue 57 gets its record)
+            return UpdateResult({**news, "adopted": self._ensure(news, not olds.get("adopted", True))})
         return UpdateResult({**news, "adopted": olds.get("adopted", True)})
 
     def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
@@ -100,9 +128,16 @@ class BucketProvider(Provider):
             return  # not ours: never deleted
         c = s3.client_for(props)
         try:
-            listing = c.list_objects_v2(Bucket=id_, MaxKeys=1)
-            if listing.get("KeyCount", 0):
+            record = owners.read_record(c, id_, owners.BUCKET_RECORD)
+            if succession.successor(record, props):
+                print(f"bucket {id_}: replaced, not destroyed: it stays with the bucket resource that replaced this "
+                      "one", flush=True)
+                return
+            listing = c.list_objects_v2(Bucket=id_, MaxKeys=2)
+            if [o for o in listing.get("Contents", []) if o["Key"] != owners.BUCKET_RECORD]:
                 return  # data in it: keep the bucket (purge removes only our prefixes)
+            if record is not None:
+                owners.remove_record(c, id_, owners.BUCKET_RECORD)
             c.delete_bucket(Bucket=id_)
         except Exception as exc:  # noqa: BLE001
             if s3.is_missing(exc) or s3.error_code(exc) == "BucketNotEmpty":

@@ -10,6 +10,13 @@ afterwards. Destroy removes the prefix only when purge was configured.
 bucket (components.storage.owners) is written before the first object; another stack's prefix is
 refused (``take_over``: unless that stack is no longer registered on the store), and a purge leaves
 a prefix another stack owns as it is.
+
+Identity is what the data is, not how it is reached (issue 57): only another bucket or prefix makes
+another upload (a replacement). A new endpoint (its spelling, its port), keys, CA or server behind the
+same store is an update of the same objects. The owner record names the upload's ``instance``
+(components/providers/succession.py): the delete of an instance that a replacement has taken over
+(``pulumi up --replace``) leaves the prefix as it is, purge or not; a purge that cannot reach the server
+is skipped in one line, never a failed ``up``.
 """
 from __future__ import annotations
 
@@ -24,18 +31,20 @@ from pulumi.dynamic import CheckFailure, CheckResult, CreateResult, DiffResult, 
 
 from components.providers.base import Provider
 from components.providers.destroy_config import purge_at_destroy
+from components.providers import succession
 from components.storage import layout
 from components.storage.manifest import MULTIPART_THRESHOLD, PART_SIZE
 from components.storage import owners, s3, space
 from components.dynamic import secret_outputs
 from components.errors import ProviderError
 
-REPLACE_ON = ("endpoint", "bucket", "prefix")
+# what the data is: another value is other objects (a replacement); everything else updates these ones
+REPLACE_ON = ("bucket", "prefix")
 # Files in flight and parts in flight per file: chosen by `make bench` (docs/PERFORMANCE.md).
 DEFAULT_FILE_WORKERS = 4
 DEFAULT_PART_WORKERS = 1
-UPDATE_ON = ("manifest", "source", "access_key", "secret_key", "purge", "file_workers", "part_workers", "store",
-             "ca_bundle", "stack", "server", "owner", "take_over")
+UPDATE_ON = ("endpoint", "manifest", "source", "access_key", "secret_key", "purge", "file_workers", "part_workers", "store",
+             "ca_bundle", "stack", "server", "owner", "take_over", "prune")
 
 
 PROGRESS_EVERY = 5.0  # seconds between progress lines of a running upload
@@ -229,9 +238,7 @@ def sync(props: dict[str, Any], old_manifest: dict[str, Any] | None = None) -> d
                 sent = sum(upload(rel) for rel in todo)
         if todo:
             print(progress.line() + " (done)", flush=True)
-        for i in range(0, len(stale), 1000):
-            c.delete_objects(Bucket=bucket, Delete={"Objects": [{"Key": _key(prefix, r)} for r in stale[i:i + 1000]],
-                                                   "Quiet": True})
+        stale = delete_stale(c, props, stale)
     except RuntimeError:
         raise
     except Exception as exc:  # noqa: BLE001
@@ -239,6 +246,21 @@ def sync(props: dict[str, Any], old_manifest: dict[str, Any] | None = None) -> d
         raise ProviderError(upload_error(exc, props, needed)) from None
     return {"files": len(todo), "bytes": sent, "deleted": len(stale),
             "seconds": round(time.monotonic() - started, 3)}
+
+
+def delete_stale(c: Any, props: dict[str, Any], stale: list[str]) -> list[str]:
+    """Deletes the objects of ``stale`` (files not in the folder) with pruneObjects; else says they stay, for
+    the bucket's copy may be the only one (issue 57). What was deleted."""
+    bucket, prefix = props["bucket"], props["prefix"]
+    if stale and not props.get("prune"):
+        print(f"model {prefix}: {len(stale)} objects under s3://{bucket}/{prefix}/ are not in {props['source']} and "
+              f"are kept ({', '.join(stale[:5])}{', ...' if len(stale) > 5 else ''}); pruneObjects: true deletes them",
+              flush=True)
+        return []
+    for i in range(0, len(stale), 1000):
+        c.delete_objects(Bucket=bucket, Delete={"Objects": [{"Key": _key(prefix, r)} for r in stale[i:i + 1000]],
+                                               "Quiet": True})
+    return stale
 
 
 def claim(c: Any, props: dict[str, Any]) -> None:
@@ -249,8 +271,9 @@ def claim(c: Any, props: dict[str, Any]) -> None:
         return
     try:
         problem = owners.claim_problem(c, bucket, prefix, fqn, bool(props.get("take_over")))
-        if not problem and owners.owner(c, bucket, prefix) != fqn:
-            owners.claim(c, bucket, prefix, fqn)
+        record = owners.owner_record(c, bucket, prefix) or {}
+        if not problem and (record.get("stack") != fqn or record.get(succession.KEY) != props.get(succession.KEY)):
+            owners.claim(c, bucket, prefix, fqn, str(props.get(succession.KEY) or ""))
     except Exception as exc:  # noqa: BLE001
         raise ProviderError(s3.explain(exc, props["endpoint"], f"owner record of model {prefix}")) from None
     if problem:
@@ -266,7 +289,29 @@ def upload_error(exc: BaseException, props: dict[str, Any], needed: int) -> str:
     return message
 
 
+def say_stale(olds: dict[str, Any], news: dict[str, Any]) -> None:
+    """Preview's word on the objects an update deletes (files of the deployed revision that left the folder),
+    in one line, before they go (issue 57): refused unless pruneObjects is true, for the bucket may hold the
+    only copy of them (a folder that lost a shard by accident must not empty the bucket of it)."""
+    old, new = olds["manifest"], news["manifest"]
+    stale = sorted(set(old) - set(new))
+    if not stale:
+        return
+    size = sum(int(old[r].get("size") or 0) for r in stale) / 2**20
+    where = f"s3://{news.get('bucket')}/{news.get('prefix')}/"
+    names = ", ".join(stale[:5]) + (", ..." if len(stale) > 5 else "")
+    if not news.get("prune"):
+        raise ProviderError(
+            f"rustfs-vllm:models source {news.get('source')!r} is refused: {len(stale)} files of the deployed revision "
+            f"are not in it ({names}); this up would delete their objects ({size:.1f} MiB) from {where}, which may be "
+            "their only copy: put the files back, or set rustfs-vllm:pruneObjects true to delete them")
+    print(f"model {news.get('prefix')}: this update deletes {len(stale)} objects ({size:.1f} MiB) of files that left "
+          f"its folder from {where} ({names}; pruneObjects is true)", flush=True)
+
+
 class ModelUploadProvider(Provider):
+    REPLACE_ON = REPLACE_ON
+
     def check(self, olds: dict[str, Any], news: dict[str, Any]) -> CheckResult:
         failures = []
         source = news.get("source")
@@ -281,12 +326,15 @@ class ModelUploadProvider(Provider):
         return CheckResult(news, failures)
 
     def create(self, props: dict[str, Any]) -> CreateResult:
+        props = {**props, succession.KEY: succession.new_instance()}
         stats = sync(props)
         return CreateResult(f"s3://{props['bucket']}/{props['prefix']}/", self._outs(props, stats))
 
     def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
         replaces = [k for k in REPLACE_ON if olds.get(k) != news.get(k)]
         changed = replaces or [k for k in UPDATE_ON if olds.get(k) != news.get(k)]
+        if not replaces and isinstance(olds.get("manifest"), dict) and isinstance(news.get("manifest"), dict):
+            say_stale(olds, news)
         return DiffResult(changes=bool(changed), replaces=replaces, delete_before_replace=False)
 
     def update(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
@@ -294,6 +342,7 @@ class ModelUploadProvider(Provider):
         # known to be there, so compare with a listing, as a create does
         # (or a new container of the server, ``server``: its volume may be new, and empty)
         same_store = olds.get("store") == news.get("store") and olds.get("server") == news.get("server")
+        news = {**news, succession.KEY: succession.kept(olds)}
         stats = sync(news, olds.get("manifest") if same_store else None)
         return UpdateResult(self._outs(news, stats))
 
@@ -320,26 +369,39 @@ class ModelUploadProvider(Provider):
     def delete(self, _id: str, props: dict[str, Any]) -> None:
         if not purge_at_destroy(props, f"model {props.get('prefix')}", "the model's objects"):
             return  # the weights stay in the bucket: purge was not configured
+        bucket, prefix, fqn = props["bucket"], props["prefix"], props.get("owner")
         c = s3.client_for(props)
-        fqn = props.get("owner")
         try:
-            held = owners.owner(c, props["bucket"], props["prefix"]) if fqn else None
+            record = owners.owner_record(c, bucket, prefix) if fqn else None
+            held = None if record is None else str(record.get("stack", ""))
             if held not in (None, fqn):     # never another stack's objects (issue 38)
-                print(f"model {props['prefix']}: purgeOnDestroy left the prefix as it is: it is owned by stack "
-                      f"{held} (its owner record {owners.owner_key(props['prefix'])}), not by this stack", flush=True)
+                print(f"model {prefix}: purgeOnDestroy left the prefix as it is: it is owned by stack "
+                      f"{held} (its owner record {owners.owner_key(prefix)}), not by this stack", flush=True)
                 return
-            abort_incomplete(c, props["bucket"], props["prefix"])
-            keys = list(list_prefix(c, props["bucket"], props["prefix"]))
+            if succession.successor(record, props):     # a replacement's new upload holds it (issue 57)
+                print(f"model {prefix}: replaced, not destroyed: the objects under s3://{bucket}/{prefix}/ stay "
+                      "with the upload that replaced this one", flush=True)
+                return
+            abort_incomplete(c, bucket, prefix)
+            live = list_prefix(c, bucket, prefix)
+            keys = list(live)
             for i in range(0, len(keys), 1000):
-                c.delete_objects(Bucket=props["bucket"],
-                                 Delete={"Objects": [{"Key": _key(props["prefix"], r)} for r in keys[i:i + 1000]],
+                c.delete_objects(Bucket=bucket,
+                                 Delete={"Objects": [{"Key": _key(prefix, r)} for r in keys[i:i + 1000]],
                                          "Quiet": True})
+            print(f"model {prefix}: purged {len(keys)} objects ({sum(int(o['size']) for o in live.values()) / 2**20:.1f} "
+                  f"MiB) under s3://{bucket}/{prefix}/", flush=True)
             if fqn:
-                owners.release(c, props["bucket"], props["prefix"])     # the prefix is free again
+                owners.release(c, bucket, prefix)     # the prefix is free again
         except Exception as exc:  # noqa: BLE001
             if s3.is_missing(exc):
                 return
-            raise ProviderError(s3.explain(exc, props["endpoint"], f"purge of model {props['prefix']}")) from None
+            if s3.is_unreachable(exc):   # never a wedged stack (issue 57): said, and the objects stay
+                print(f"model {prefix}: purge skipped: the S3 server at {props['endpoint']} does not answer; the "
+                      f"objects under s3://{bucket}/{prefix}/ are left as they are (purge them with `rclone purge` "
+                      "once it answers)", flush=True)
+                return
+            raise ProviderError(s3.explain(exc, props["endpoint"], f"purge of model {prefix}")) from None
 
     @staticmethod
     def _outs(props: dict[str, Any], stats: dict[str, Any]) -> dict[str, Any]:

@@ -9,6 +9,9 @@ stack's model prefixes (components/storage/read_policy.py), attached to that use
 - delete: the user, then the policy (RustFS refuses to remove a policy still attached); already gone
   is success; a server that does not answer (gone with its container) leaves them to it, said in one
   line. A replacement (the ReadKey replaced: a rotation) removes the old user after the new one reads;
+  a replacement of the grant alone (``pulumi up --replace`` of it: the same user) leaves the user and
+  the policy to the new grant: the policy it wrote names its ``instance`` (the document's ``Id``,
+  components/providers/succession.py), and the old grant's delete sees another there (issue 57);
 - read (refresh): a policy the server no longer has is gone, and the next `up` makes it again.
 """
 from __future__ import annotations
@@ -19,12 +22,13 @@ from typing import Any, Optional
 import pulumi
 from pulumi.dynamic import CreateResult, DiffResult, ReadResult, Resource, UpdateResult
 
+from components.providers import succession
 from components.providers.base import Provider
 from components.dynamic import secret_outputs
 from components.errors import ProviderError
 from components.storage import admin_api, read_policy
 
-INPUTS = ("endpoint", "policy", "access_key", "secret_key", "ca_bundle", "store", "server", "secret")
+INPUTS = ("endpoint", "policy", "access_key", "secret_key", "ca_bundle", "store", "server", "secret", "key_kind")
 
 
 def _user_missing(props: dict[str, Any], admin: Any, user: str) -> bool:
@@ -45,12 +49,26 @@ def grant(props: dict[str, Any]) -> None:
     name = read_policy.policy_name(user)
     if props.get("secret") and _user_missing(props, admin, user):
         admin_api.call(props, f"add user {user} again", lambda: admin.user_add(user, props["secret"]))
-    admin_api.call(props, f"add policy {name}", lambda: admin.policy_add(name, policy=json.loads(props["policy"])))
+    document = read_policy.with_instance(json.loads(props["policy"]), str(props.get(succession.KEY) or ""))
+    admin_api.call(props, f"add policy {name}", lambda: admin.policy_add(name, policy=document))
     admin_api.call(props, f"attach policy {name} to {user}", lambda: admin.policy_set(name, user=user))
 
 
+def policy_holder(props: dict[str, Any], admin: Any, name: str) -> dict[str, str]:
+    """{"instance": the grant instance that wrote policy ``name`` last} ({} when it names none or is gone)."""
+    try:
+        return {succession.KEY: read_policy.instance_of(admin.policy_info(name))}
+    except Exception as exc:  # noqa: BLE001 - classified below
+        if admin_api.is_missing(exc):
+            return {}
+        raise
+
+
 class ReadGrantProvider(Provider):
+    REPLACE_ON = ("user",)
+
     def create(self, props: dict[str, Any]) -> CreateResult:
+        props = {**props, succession.KEY: succession.new_instance()}
         grant(props)
         return CreateResult(read_policy.policy_name(props["user"]), dict(props))
 
@@ -60,6 +78,7 @@ class ReadGrantProvider(Provider):
         return DiffResult(changes=bool(changed), replaces=replaces, delete_before_replace=False)
 
     def update(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
+        news = {**news, succession.KEY: succession.kept(olds)}
         grant(news)
         return UpdateResult(dict(news))
 
@@ -76,6 +95,17 @@ class ReadGrantProvider(Provider):
 
     def delete(self, id_: str, props: dict[str, Any]) -> None:
         admin, user = admin_api.admin_for(props), props["user"]
+        try:
+            if succession.successor(policy_holder(props, admin, id_), props):
+                print(f"read key {user}: replaced, not destroyed: the user and its policy {id_} stay with the grant "
+                      "that replaced this one", flush=True)
+                return
+        except Exception as exc:  # noqa: BLE001
+            if admin_api.is_unreachable(exc):
+                print(f"read key {user}: the S3 server at {props['endpoint']} does not answer; its user and "
+                      f"policy {id_} are left to it (they go with its volume)", flush=True)
+                return
+            raise ProviderError(admin_api.explain(exc, props, f"look up policy {id_}")) from None
         for what, fn in ((f"remove user {user}", lambda: admin.user_remove(user)),
                          (f"remove policy {id_}", lambda: admin.policy_remove(id_))):
             try:

@@ -39,7 +39,9 @@ from components.errors import ProviderError
 from components.storage import admin_api, read_policy
 
 READ_SECRETS = ["read_access_key", "read_secret_key"]
-IDENTITY = ("user_base", "endpoint", "store")      # another value: another user (a replacement)
+# another value: another user (a replacement). The endpoint is how the server is reached, not which one it
+# is (``store`` says that): another spelling or port of it updates nothing here (issue 57)
+IDENTITY = ("user_base", "store")
 
 
 TRIES = 8      # user names tried before giving up (4 hex of their own: 1 in 65,536 each to meet one)
@@ -82,6 +84,7 @@ def STATE_DIR() -> str:  # noqa: N802 - the project's .state (the engine starts 
 
 
 class ReadKeyProvider(Provider):
+    REPLACE_ON = IDENTITY
     current: Optional[tuple[str, str]] = None      # the stack's root keys as configured now (configure)
 
     def configure(self, req: ConfigureRequest) -> None:

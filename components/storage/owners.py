@@ -9,6 +9,11 @@ under ``.rustfs-vllm/`` (no model prefix starts with a dot, and no read key reac
 - ``.rustfs-vllm/stacks/<org>/<project>/<stack>.json``: a serving stack that keeps its models in a
   platform stack's store (``store: <org>/<project>/<stack>``), registered by its ``up``, removed by its
   destroy. The platform stack's destroy refuses while any is left.
+
+Each record also names the ``instance`` of the resource that wrote it last (issue 57): a token its create
+makes and its updates keep. A replacement's new instance writes the record before the old one's delete
+runs (create before delete), so that delete sees the prefix or the registration is held by its successor
+and leaves it as it is (components/providers/succession.py).
 """
 from __future__ import annotations
 
@@ -21,6 +26,9 @@ from components.storage import s3
 ROOT = ".rustfs-vllm"
 OWNERS = f"{ROOT}/owners/"
 STACKS = f"{ROOT}/stacks/"
+BUCKET_RECORD = f"{ROOT}/bucket.json"     # the stack that created the bucket, and the Bucket instance holding it
+GUARD_RECORD = f"{ROOT}/store.json"       # a platform's store guard: the instance that holds it
+TENANT_KEYS = f"{ROOT}/tenant-keys/"      # a platform's tenants: the user each of their keys is now
 
 
 def owner_key(prefix: str) -> str:
@@ -45,15 +53,38 @@ def _read(c: Any, bucket: str, key: str) -> Optional[dict]:
     return record if isinstance(record, dict) else {"stack": f"<unreadable record {key}>"}
 
 
+def tenant_key_record(fqn: str, kind: str) -> str:
+    return f"{TENANT_KEYS}{fqn}/{kind}.json"
+
+
+def read_record(c: Any, bucket: str, key: str) -> Optional[dict]:
+    """A record of the program's in the bucket (None: there is none)."""
+    return _read(c, bucket, key)
+
+
+def write_record(c: Any, bucket: str, key: str, body: dict) -> None:
+    c.put_object(Bucket=bucket, Key=key, ContentType="application/json",
+                 Body=json.dumps({**body, "since": int(time.time())}).encode())
+
+
+def remove_record(c: Any, bucket: str, key: str) -> None:
+    c.delete_object(Bucket=bucket, Key=key)
+
+
+def owner_record(c: Any, bucket: str, prefix: str) -> Optional[dict]:
+    """The owner record of ``prefix`` ({"stack", "since", "instance"}; None: no record)."""
+    return _read(c, bucket, owner_key(prefix))
+
+
 def owner(c: Any, bucket: str, prefix: str) -> Optional[str]:
     """The fully qualified name of the stack that owns ``prefix`` (None: no record)."""
-    record = _read(c, bucket, owner_key(prefix))
+    record = owner_record(c, bucket, prefix)
     return None if record is None else str(record.get("stack", ""))
 
 
-def claim(c: Any, bucket: str, prefix: str, fqn: str) -> None:
-    c.put_object(Bucket=bucket, Key=owner_key(prefix), ContentType="application/json",
-                 Body=json.dumps({"stack": fqn, "since": int(time.time())}).encode())
+def claim(c: Any, bucket: str, prefix: str, fqn: str, instance: str = "") -> None:
+    body = {"stack": fqn, "since": int(time.time()), **({"instance": instance} if instance else {})}
+    c.put_object(Bucket=bucket, Key=owner_key(prefix), ContentType="application/json", Body=json.dumps(body).encode())
 
 
 def release(c: Any, bucket: str, prefix: str) -> None:
@@ -69,12 +100,18 @@ def registered(c: Any, bucket: str) -> list[str]:
 
 
 def is_registered(c: Any, bucket: str, fqn: str) -> bool:
-    return _read(c, bucket, stack_key(fqn)) is not None
+    return registration(c, bucket, fqn) is not None
 
 
-def register(c: Any, bucket: str, fqn: str, prefixes: list[str]) -> None:
-    c.put_object(Bucket=bucket, Key=stack_key(fqn), ContentType="application/json",
-                 Body=json.dumps({"stack": fqn, "prefixes": sorted(prefixes), "since": int(time.time())}).encode())
+def registration(c: Any, bucket: str, fqn: str) -> Optional[dict]:
+    """A serving stack's registration ({"stack", "prefixes", "since", "instance"}; None: not registered)."""
+    return _read(c, bucket, stack_key(fqn))
+
+
+def register(c: Any, bucket: str, fqn: str, prefixes: list[str], instance: str = "") -> None:
+    body = {"stack": fqn, "prefixes": sorted(prefixes), "since": int(time.time()),
+            **({"instance": instance} if instance else {})}
+    c.put_object(Bucket=bucket, Key=stack_key(fqn), ContentType="application/json", Body=json.dumps(body).encode())
 
 
 def unregister(c: Any, bucket: str, fqn: str) -> None:

@@ -76,3 +76,25 @@ def policy(bucket: str, prefixes: Iterable[str]) -> dict:
 
 def policy_json(bucket: str, prefixes: Iterable[str]) -> str:
     return json.dumps(policy(bucket, prefixes), sort_keys=True)
+
+
+INSTANCE_ID = "rustfs-vllm-grant-"      # a policy document's Id: the grant instance that wrote it (issue 57)
+
+
+def with_instance(document: dict, instance: str) -> dict:
+    """``document`` naming the grant instance that writes it (its ``ID``, as RustFS 1.0.1 spells it: ``Id`` is
+    refused, 400 unknown field; unchanged without one)."""
+    return {**document, "ID": f"{INSTANCE_ID}{instance}"} if instance else document
+
+
+def instance_of(text: str) -> str:
+    """The grant instance a policy document (as the admin API answers it) names ("" when none)."""
+    try:
+        doc = json.loads(text)
+    except ValueError:
+        return ""
+    for wrapper in ("policy", "Policy"):    # RustFS 1.0.1 answers {"policy_name", "policy": {...}, ...}; MinIO the document
+        if isinstance(doc, dict) and isinstance(doc.get(wrapper), dict):
+            doc = doc[wrapper]
+    found = str(doc.get("Id") or doc.get("ID") or "") if isinstance(doc, dict) else ""
+    return found[len(INSTANCE_ID):] if found.startswith(INSTANCE_ID) else ""

@@ -72,12 +72,21 @@ def test_unchanged_folder_has_no_diff_and_update_sends_nothing(s3_server, model,
     assert p.update("id", old, new).outs["last_transfer"]["bytes"] == 0
 
 
-def test_removed_file_is_deleted_from_the_prefix(s3_server, model, tmp_path):
+def test_removed_file_is_refused_at_preview_and_deleted_with_prune_objects(s3_server, model, tmp_path, capsys):
+    """Issue 57: the bucket may hold the only copy, so an update that would delete an object is refused at
+    preview (the diff) unless pruneObjects is true; with it, the diff says what goes and the update deletes it."""
     s3_server.client().create_bucket(Bucket="models")
     p = ModelUploadProvider()
     old = p.create(props(s3_server, model, tmp_path)).outs
     (model / "merges.txt").unlink()
-    out = p.update("id", old, props(s3_server, model, tmp_path)).outs
+    with pytest.raises(ProviderError) as refused:
+        p.diff("id", old, props(s3_server, model, tmp_path))
+    assert "merges.txt" in str(refused.value) and "pruneObjects" in str(refused.value), refused.value
+    kept = p.update("id", old, props(s3_server, model, tmp_path)).outs      # the provider itself keeps it too
+    assert kept["last_transfer"]["deleted"] == 0 and "merges.txt" in list_prefix(s3_server.client(), "models", "m1")
+    assert p.diff("id", old, props(s3_server, model, tmp_path, prune=True)).changes
+    assert "this update deletes 1 objects" in capsys.readouterr().out
+    out = p.update("id", old, props(s3_server, model, tmp_path, prune=True)).outs
     assert out["last_transfer"]["deleted"] == 1
     assert "merges.txt" not in list_prefix(s3_server.client(), "models", "m1")
 

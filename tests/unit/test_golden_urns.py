@@ -81,7 +81,7 @@ def record(cfg: config.StackConfig, stack: str, tmp_path) -> dict[str, dict]:
            for r in g.resources if "::pulumi:pulumi:Stack::" not in r.urn}   # registered once per process
     text = json.dumps(out, sort_keys=True, default=str, indent=1)
     text = without_copy_token(without_tools_content(text))
-    return json.loads(text.replace(str(tmp_path), "<tmp>").replace(str(ROOT), "<root>"))
+    return json.loads(text.replace(str(tmp_path / "unit-project"), "<root>").replace(str(tmp_path), "<tmp>").replace(str(ROOT), "<root>"))
 
 
 SHAPES = ["dev", "offline", "offline-mount", "offline-streamer", "two-hosts", "kubernetes"]
