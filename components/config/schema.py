@@ -28,7 +28,8 @@ ENVIRONMENTS = ("dev", "test", "production")
 # A stack's role (issue 38): serving (models served, the default) or store (a platform stack: the S3
 # server and the bucket only, exported for serving stacks that name it in `store`).
 ROLES = ("serving", "store")
-STACK_REF_RE = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
+# three names, none of them "." or ".." (a stack's name is a folder of the file backend and of the bucket's records)
+STACK_REF_RE = re.compile(r"^(?!(?:.*/)?\.\.?(?:/|$))[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
 RESTART_POLICIES = ("no", "always", "on-failure", "unless-stopped")
 DTYPES = ("auto", "float32", "float16", "bfloat16", "half", "float")
 # How vLLM reads a model's weights: through its read-only rclone mount (the guide), or streamed

@@ -15,6 +15,7 @@ from typing import Any, Callable, Mapping, Optional
 
 import pulumi
 
+from components.config import previous as last_up
 from components.config.runtime import stack_fqn
 from components.config.spec import StackConfig
 from components.storage import owners, s3
@@ -27,16 +28,9 @@ def stored(cfg: StackConfig) -> dict[str, str]:
     return {m.prefix: f"s3://{cfg.bucket}/{m.prefix}/" for m in cfg.models}
 
 
-def previous(name: str = "") -> Optional[dict[str, str]]:
+def previous() -> Optional[dict[str, str]]:
     """``stored_models`` as the last `up` of this stack exported it (None: no such `up`, or unreadable)."""
-    from pulumi.runtime.sync_await import _sync_await
-
-    try:
-        ref = pulumi.StackReference("rustfs-vllm-previous", stack_name=name or stack_fqn())
-        details = _sync_await(ref.get_output_details(OUTPUT))
-    except Exception:  # noqa: BLE001 - a first `up`, a backend that cannot say: nothing to compare with
-        return None
-    value = details.value if details.value is not None else details.secret_value
+    value = last_up.output(OUTPUT)
     return {str(k): str(v) for k, v in value.items()} if isinstance(value, Mapping) else None
 
 

@@ -79,7 +79,9 @@ class Router(pulumi.ComponentResource):
             uploads=[docker.ContainerUploadArgs(file=router_conf.CONF_PATH, permissions="0600",
                                                 content=router_conf.nginx_conf({}, ports))],
             labels=labels(args.stack, "endpoint", ports=port_label),
-        ), pulumi.ResourceOptions(parent=self, delete_before_replace=True))
+            # the uploaded conf only starts nginx (router-routes writes the stack's at once): a new text of it
+            # (a new version of the program) must not replace the running endpoint
+        ), pulumi.ResourceOptions(parent=self, delete_before_replace=True, ignore_changes=["uploads"]))
         host = router_conf.reach(args.bind_address)
         self.routes = command.local.Command(f"{name}-routes", command.local.CommandArgs(
             create=f"{SCRIPTS}/router-routes",

@@ -11,10 +11,12 @@ tool, shipped with mount_tool.py to remote serving hosts (HostTools). It is load
 """
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
 import shutil
+import stat
 import subprocess
 import time
 from typing import Mapping, Optional, Tuple
@@ -61,13 +63,16 @@ def read_cache_ahead(cache_dir: str, budget: Optional[int] = None) -> Tuple[int,
     if not os.path.isdir(folder):       # nothing cached yet (a first mount)
         return 0, 0, 0.0, ""
     for path, size in files_of(folder, errors):
-        try:
-            fd = os.open(path, os.O_RDONLY)
+        try:    # never a link's target, and a FIFO put there does not hang the read-ahead (issue 57)
+            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW)
         except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                continue            # a link: not a file rclone cached
             return count, done, time.monotonic() - start, f"{path}: {exc.strerror or exc}"
         try:
-            if os.fstat(fd).st_blocks * 512 < size - 4096:
-                continue            # partly cached (a sparse file): the warm-up fetches the rest
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode) or st.st_blocks * 512 < size - 4096:
+                continue            # not a regular file, or partly cached (sparse): the warm-up fetches the rest
             if done + size > budget:
                 return count, done, time.monotonic() - start, \
                     f"stopped at {budget / 1e9:.1f} GB, half the memory available"
@@ -125,6 +130,21 @@ def cache_up(env: Mapping[str, str]) -> None:
     print(f"rclone VFS caches under {env['RV_CACHE_ROOT']}")
 
 
+def remove_under(root: str, name: str) -> None:
+    """``root/name`` removed as what it is (a folder and all in it, or a link as a link), through a descriptor
+    of ``root`` opened without following links: this runs as root, and a folder swapped for a link to
+    elsewhere between the look and the removal is unlinked, never followed (shutil.rmtree with ``dir_fd``
+    opens every folder with O_NOFOLLOW and checks it is the one it looked at)."""
+    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    try:
+        if stat.S_ISDIR(os.stat(name, dir_fd=fd, follow_symlinks=False).st_mode):
+            shutil.rmtree(name, dir_fd=fd)
+        else:
+            os.unlink(name, dir_fd=fd)
+    finally:
+        os.close(fd)
+
+
 def _size_of(path: str) -> str:
     """``du -sh``'s size of ``path`` ("" when du cannot tell)."""
     try:
@@ -160,9 +180,7 @@ def cache_down(env: Mapping[str, str]) -> None:
         other = next((e for e in os.listdir(d) if e not in ("vfs", "vfsMeta", "copy")), None)
         if other is not None:
             print(f"left {d} alone: it holds files rclone did not make ({d}{other})")
-        elif os.path.islink(d.rstrip("/")):
-            os.remove(d.rstrip("/"))
         else:
-            shutil.rmtree(d)
+            remove_under(root, name)
     _rmdir(root)
     print(f"removed the rclone VFS cache at {root} ({size}), as purgeOnDestroy asks")

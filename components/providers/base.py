@@ -41,18 +41,35 @@ def log_path() -> str:
     return os.path.join(os.getcwd(), ".state", "logs", "providers.log")
 
 
+LOG_MAX_BYTES = 4 * 2**20      # the providers' log is kept to this size (and one older file beside it)
+
+
+def write_log(log: str, text: str) -> None:
+    """``text`` appended to the log: created 0600 (a traceback may name paths and values), never through a link
+    (O_NOFOLLOW), moved to ``<log>.1`` once it passes LOG_MAX_BYTES (issue 57). Best effort: a log that
+    cannot be written never hides the error it was for."""
+    try:
+        os.makedirs(os.path.dirname(log), exist_ok=True)
+        st = os.lstat(log) if os.path.lexists(log) else None
+        if st is not None and st.st_size > LOG_MAX_BYTES:
+            os.replace(log, f"{log}.1")
+        fd = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+        try:
+            os.fchmod(fd, 0o600)
+            os.write(fd, text.encode("utf-8", "replace"))
+        finally:
+            os.close(fd)
+    except OSError:
+        pass
+
+
 def message_for_engine(*args: Any, **kwargs: Any) -> str:
     """Stands in for ``traceback.format_exc`` in the provider process, where the SDK's server calls it to
     build the error it sends the engine: the traceback to the log, the engine one line."""
     full = _format_exc(*args, **kwargs)
     exc = sys.exc_info()[1]
     log = log_path()
-    try:
-        os.makedirs(os.path.dirname(log), exist_ok=True)
-        with open(log, "a", encoding="utf-8") as fh:
-            fh.write(f"--- {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())} pid {os.getpid()}\n{full}\n")
-    except OSError:
-        pass
+    write_log(log, f"--- {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())} pid {os.getpid()}\n{full}\n")
     if os.environ.get("RUSTFS_VLLM_DEBUG") == "1" or exc is None:
         return full
     if any(cls.__name__ == "ProviderError" for cls in type(exc).__mro__):

@@ -10,10 +10,16 @@ give in OpenAI's shape, tried by hand with vllm-router 0.1.17 (2026-12-04/05):
   list; nginx answers OpenAI's list of the stack's served names;
 - an unknown model: the router passes the request to some worker, whose vLLM answers 404 without the
   models there are; nginx answers 404 in OpenAI's error shape naming them;
-- a model with no healthy server: the router answers a plain-text 503 (or 502/504); nginx answers 503 in
+- a model with no healthy server: the router answers a plain-text 503 (or 502); nginx answers 503 in
   OpenAI's error shape naming the model (read from the request body, which nginx holds in memory);
-- the API key (``vllmApiKey``): nginx refuses a request without it (401, OpenAI's shape), and the router
-  passes the client's ``Authorization`` on to the servers, which check it again;
+- errors say what happened (issue 57): a request that outlives ``proxy_read_timeout`` is a 504 that says
+  so, with ``x-should-retry: false`` (the OpenAI clients would otherwise send it twice more and have it
+  generated three times); a 500 passes through as the server or the router gave it (a server's own
+  error is not an outage); a body above ``client_max_body_size`` is a 413 naming the limit;
+- the API key (``vllmApiKey``): nginx refuses a request without it (401, OpenAI's shape), comparing it
+  exactly (a case-sensitive regular expression of the whole header: a ``map`` of plain strings ignores
+  case), and the router passes the client's ``Authorization`` on to the servers, which check it again.
+  With a key, only ``/health`` answers without it (``/metrics`` and every other path need it);
 - only ``/v1/...``, ``/health`` and ``/metrics`` (the router's Prometheus metrics) pass: the router's
   worker API stays on loopback.
 
@@ -33,6 +39,8 @@ MODEL_IN_BODY = r'"model"\s*:\s*"(?<rv_m>[A-Za-z0-9][A-Za-z0-9._:/-]{0,127})"'
 
 
 HEALTH_INTERVAL_S = 2      # a server that stops answering /health leaves the rotation within ~2 intervals
+READ_TIMEOUT_S = 600       # a request (streamed: between two chunks) that waits longer for the router gets a 504
+MAX_BODY_MIB = 16          # the largest request body (a long prompt is far below: 128k tokens is ~1 MiB)
 
 
 @dataclass(frozen=True)
@@ -114,12 +122,18 @@ def bodies(names: Sequence[str], created: int, entries: Mapping[str, dict] | Non
                            "restarting or failing its health check); retry in a few seconds.",
                            "ServiceUnavailableError", 503),
         "denied": error("Incorrect API key provided: send Authorization: Bearer <the stack's vllmApiKey>.",
-                        "AuthenticationError", 401)}.items()}
+                        "AuthenticationError", 401),
+        "timeout": error(f"The request took longer than {READ_TIMEOUT_S} s without an answer from `$rv_model`'s server "
+                         "and was given up; it is not retried: send it again with a lower max_tokens, or stream it.",
+                         "TimeoutError", 504),
+        "too_large": error(f"The request body is larger than this endpoint takes ({MAX_BODY_MIB} MiB).",
+                           "RequestTooLargeError", 413)}.items()}
 
 
-def _server(ports: Ports, b: dict[str, str], check: str) -> str:
+def _server(ports: Ports, b: dict[str, str], check: str, read_timeout: int) -> str:
     return f"""    server {{
         listen {ports.bind}:{ports.port} reuseport;
+        error_page 413 = @too_large;
         location = /v1/models {{
 {check}            return 200 {b["models"]};
         }}
@@ -128,22 +142,24 @@ def _server(ports: Ports, b: dict[str, str], check: str) -> str:
             proxy_http_version 1.1;
             proxy_set_header Connection "";
             proxy_buffering off;
-            proxy_read_timeout 600s;
-            proxy_send_timeout 600s;
+            proxy_read_timeout {read_timeout}s;
+            proxy_send_timeout {read_timeout}s;
             proxy_intercept_errors on;
             error_page 404 = @unknown_model;
-            # the router's own failures: 500 "Request failed: error sending request" (a server gone since
-            # its last health check), plain-text 503 "No available workers", 502/504
-            error_page 500 502 503 504 = @no_server;
+            # the router's own failures: plain-text 503 "No available workers", 502; a 500 (a server's own, or
+            # the router's "Request failed" for a server gone since its last health check) passes as it is
+            error_page 502 503 = @no_server;
+            error_page 504 = @timeout;
+            error_page 413 = @too_large;     # a location's error_page replaces the server's: said again here
         }}
         location = /health {{
             proxy_pass http://rv_router/health;
         }}
         location = /metrics {{
-            proxy_pass http://127.0.0.1:{ports.metrics}/metrics;
+{check}            proxy_pass http://127.0.0.1:{ports.metrics}/metrics;
         }}
         location / {{
-            return 404 {b["no_route"]};
+{check}            return 404 {b["no_route"]};
         }}
         location @unknown_model {{
             if ($rv_model = "") {{ return 404 {b["no_route"]}; }}
@@ -152,17 +168,30 @@ def _server(ports: Ports, b: dict[str, str], check: str) -> str:
         location @no_server {{
             return 503 {b["no_server"]};
         }}
+        location @timeout {{
+            add_header x-should-retry false always;
+            return 504 {b["timeout"]};
+        }}
+        location @too_large {{
+            return 413 {b["too_large"]};
+        }}
     }}
 """
 
 
+def _regex(text: str) -> str:
+    """``text`` as a PCRE that matches it literally."""
+    return "".join(c if c.isalnum() or c in "_-" else "\\" + c for c in text)
+
+
 def nginx_conf(routes: Mapping[str, Sequence[str]], ports: Ports, api_key: str = "", created: int = 0,
-               entries: Mapping[str, dict] | None = None) -> str:
+               entries: Mapping[str, dict] | None = None, read_timeout: int = READ_TIMEOUT_S) -> str:
     """The endpoint's whole nginx.conf."""
     b = bodies(sorted(routes), created, entries)
     check = ("            if ($rv_denied) { return 401 " + b["denied"] + "; }\n") if api_key else ""
-    key_map = ("    map $http_authorization $rv_denied {\n        default 1;\n        " + _q(f"Bearer {api_key}")
-               + " 0;\n    }\n") if api_key else ""
+    # the whole header, case and all: a map's plain strings compare ignoring case, a "~" regex does not
+    key_map = ("    map $http_authorization $rv_denied {\n        default 1;\n        "
+               + _q("~^Bearer " + _regex(api_key) + "$") + " 0;\n    }\n") if api_key else ""
     return f"""# made by rustfs-vllm (components/serving/router_conf.py): the stack's one OpenAI endpoint
 worker_processes 1;
 pid /tmp/nginx.pid;
@@ -174,7 +203,7 @@ http {{
     proxy_temp_path /tmp/proxy;
     # request bodies in memory: the error pages read the model from them
     client_body_buffer_size 1m;
-    client_max_body_size 16m;
+    client_max_body_size {MAX_BODY_MIB}m;
     default_type application/json;
     geo $rv_dollar {{ default "$"; }}
     map $request_body $rv_model {{
@@ -185,5 +214,5 @@ http {{
         server 127.0.0.1:{ports.router};
         keepalive 64;
     }}
-{_server(ports, b, check)}}}
+{_server(ports, b, check, read_timeout)}}}
 """

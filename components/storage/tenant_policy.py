@@ -21,7 +21,9 @@ the engine):
 - ``s3:GetObject`` on ``.rustfs-vllm/*``: a claim reads a prefix's owner and whether that owner is still
   registered (the records name stacks and prefixes, nothing secret);
 - ``s3:ListBucket`` only where ``s3:prefix`` is ``<prefix>/`` or under it (as the read key's);
-  ``s3:ListBucketMultipartUploads`` on the bucket (an upload aborts its own prefix's unfinished ones);
+  ``s3:ListBucketMultipartUploads`` the same way (an upload aborts its own prefix's unfinished ones; tried
+  on RustFS 1.0.1: a listing of another prefix's, or of the whole bucket's, is refused, 403, so a tenant
+  does not see the key names of another's unfinished uploads: issue 57);
 - nothing else: PUT, DELETE, GET or a listing under another tenant's prefix, another prefix's owner
   record, another stack's registration, a copy from another prefix, CreateBucket, ListBuckets and
   HeadBucket are refused (403 AccessDenied; a multi-object delete of another's keys answers 200 and
@@ -70,7 +72,7 @@ def policy(bucket: str, fqn: str, prefixes: Iterable[str]) -> dict:
         {"Sid": "ListOwnPrefixes", "Effect": "Allow", "Action": ["s3:ListBucket"], "Resource": [arn],
          "Condition": {"StringLike": {"s3:prefix": listed}}},
         {"Sid": "OwnUnfinishedUploads", "Effect": "Allow", "Action": ["s3:ListBucketMultipartUploads"],
-         "Resource": [arn]},
+         "Resource": [arn], "Condition": {"StringLike": {"s3:prefix": listed}}},
     ]}
 
 

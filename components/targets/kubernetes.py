@@ -19,6 +19,7 @@ import pulumi
 from components.config.spec import KubeSpec, ModelSpec, StackConfig
 from components.core.outputs import curl, metrics, router_outputs
 from components.core.target import Keys, S3Side, Served, Store, Target
+from components.config import previous as last_up
 from components.kube import image_pin, preflight
 from components.kube.cluster import KubeCluster, KubeClusterArgs
 from components.kube.model import KubeModel, KubeModelArgs
@@ -68,7 +69,9 @@ class KubeTarget(Target):
 
     def serve(self, owner: pulumi.ComponentResource, store: Store, keys: Keys) -> list[Served]:
         if any(m.load_format != streamer.LOAD_FORMAT for m in self.cfg.models):   # the mounts' pods: by digest
-            self.mount_image, why = image_pin.pinned(self.kube.rclone_image)
+            recorded = last_up.output("mount_image")
+            self.mount_image, why = image_pin.pinned(self.kube.rclone_image,
+                                                     recorded=recorded if isinstance(recorded, dict) else None)
             pulumi.log.info(image_pin.line(self.kube.rclone_image, self.mount_image, why))
         if store.read_key is not None:      # readKeys scoped: the pods read the readers' Secret
             self.cluster.use_read_keys(keys.access_key, keys.secret_key)
@@ -134,4 +137,6 @@ class KubeTarget(Target):
                 for m in cfg.models},
             "curl": curl(cfg, self.models[first.name].base_url, first.name),
             **router_outputs(cfg, self.router),
+            # the mount pods' image as first resolved: kept by the next runs (components/kube/image_pin.py)
+            "mount_image": image_pin.record(self.kube.rclone_image, self.mount_image),
         }

@@ -86,6 +86,30 @@ def refused(fn) -> str:
     return ""
 
 
+def rotate_tenant_key(platform: Stack, tenant: Stack, old: dict, endpoint: str) -> dict:
+    """Issue 57: the tenant's key rotated under a polling client (see the caller); the figures."""
+    from components.storage import tenant_policy
+
+    urn = next(r["urn"] for r in platform.state()["deployment"]["resources"]
+               if r["urn"].endswith(f"::tenant-{tenant_policy.slug(fqn(tenant))}-key"))
+    poll = Poller(tenant.outputs()["endpoint"], "smollm2").start()
+    platform.run("up", "--yes", "--skip-preview", "--replace", urn, label="platform_rotate_tenant_key")
+    given = tenant_key(platform, fqn(tenant))
+    assert given.returncode == 0, given.stderr
+    new = json.loads(tenant.run("config", "get", "storeKey").stdout)
+    assert new["access_key"] != old["access_key"] and new["read_access_key"] == old["read_access_key"], (new, old)
+    tenant.run("up", "--yes", "--skip-preview", label="tenant_up_new_key", timeout=1800)
+    time.sleep(3)
+    polled = poll.stop().summary()
+    assert polled["failed"] == 0 and polled["requests"] >= 3, polled
+    was = s3.client(endpoint, old["access_key"], old["secret_key"])
+    now = s3.client(endpoint, new["access_key"], new["secret_key"])
+    assert refused(lambda: was.list_objects_v2(Bucket=BUCKET, Prefix="team-a/")) in ("InvalidAccessKeyId", "AccessDenied")
+    assert refused(lambda: now.list_objects_v2(Bucket=BUCKET, Prefix="team-a/")) == ""
+    tenant.run("preview", "--expect-no-changes")
+    return {"polled": polled, "old_key_refused": True}
+
+
 def test_a_platform_stack_and_two_serving_stacks_share_one_store(tmp_path: Path):
     tag = secrets.token_hex(3)
     platform = Stack(ROOT, f"plat-{tag}")
@@ -146,6 +170,9 @@ def test_a_platform_stack_and_two_serving_stacks_share_one_store(tmp_path: Path)
             "PUT b's owner record": lambda: ka.put_object(Bucket=BUCKET, Key=owners.owner_key("team-b"), Body=b"{}"),
             "DELETE b's registration": lambda: ka.delete_object(Bucket=BUCKET, Key=owners.stack_key(fqn(b))),
             "CreateBucket": lambda: ka.create_bucket(Bucket=f"rvllm-{tag}-new"),
+            # issue 57: nor the key names of another tenant's unfinished uploads
+            "LIST team-b/ unfinished uploads": lambda: ka.list_multipart_uploads(Bucket=BUCKET, Prefix="team-b/"),
+            "LIST every unfinished upload": lambda: ka.list_multipart_uploads(Bucket=BUCKET),
         }
         answers = {what: refused(fn) for what, fn in attempts.items()}
         assert all(code == "AccessDenied" for code in answers.values()), answers
@@ -155,6 +182,12 @@ def test_a_platform_stack_and_two_serving_stacks_share_one_store(tmp_path: Path)
         assert {o["Key"]: o["ETag"] for o in c.list_objects_v2(Bucket=BUCKET, Prefix="team-b/")["Contents"]} == before
         assert refused(lambda: ka.put_object(Bucket=BUCKET, Key="team-a/probe.txt", Body=b"own")) == ""
         ka.delete_object(Bucket=BUCKET, Key="team-a/probe.txt")
+        assert refused(lambda: ka.list_multipart_uploads(Bucket=BUCKET, Prefix="team-a/")) == ""
+
+        # 2b. issue 57: a's key rotated on the platform (`pulumi up --replace` of its TenantKey) while a client
+        #     polls a's model through a's endpoint; scripts/tenant-key hands a the new key, a's `up` takes it:
+        #     0 failed, the old key refused, the new one works, and a's next preview changes nothing
+        results["tenant_key_rotation"] = rotate_tenant_key(platform, a, keys[a.name], out["store_endpoint"])
 
         # 3. a stack the store does not list, and a listed one naming another's prefix: refused at preview
         stranger = serving_stack(f"tenant-d-{tag}", serving_config(f"tenant-d-{tag}", ref, "team-d", "test", tmp_path))

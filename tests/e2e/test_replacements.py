@@ -38,6 +38,7 @@ from components.storage import owners, s3
 from tests import s3_under_test
 from tests.e2e.test_read_keys import rclone_environments
 from tests.helpers import ROOT, free_port, s3_answer, wait_http
+from tests.k8s.poller import Poller
 from tests.pulumi_cli import Stack
 
 MODEL = ROOT / "models" / "SmolLM2-135M-Instruct"
@@ -139,10 +140,13 @@ class Watch:
                 time.sleep(2)
         raise AssertionError(f"the model does not serve after its server started again: {last}")
 
-    def change(self, label: str, container: str, *, up_args: tuple[str, ...] = (), deletes: str = "") -> str:
-        """One change, checked: preview names what goes (``deletes``: a text the preview must show) or says
-        nothing goes; `up`; the data, the records, the key, serving after a restart, no changes after."""
+    def change(self, label: str, container: str, configure, changes: dict, *, up_args: tuple[str, ...] = (),
+               deletes: str = "") -> str:
+        """One change (``configure(**changes)``), checked: preview names what goes (``deletes``: a text the
+        preview must show) or says nothing goes; `up`; the data, the records, the key, serving after a restart,
+        no changes after."""
         before = self.objects()
+        configure(**changes)
         preview = self.stack.run("preview", "--diff", *up_args)
         said = preview.stdout + preview.stderr
         if deletes:
@@ -196,27 +200,45 @@ def test_no_replacement_deletes_what_a_destroy_would_keep(tmp_path: Path):
         container = watch.serves_after_restart("")
 
         # the two a user met: another spelling of the same endpoint, then another port of the same server
-        configure(rustfsEndpoint=f"http://localhost:{s3_port}")
-        container = watch.change("endpoint-spelling", container)
+        container = watch.change("endpoint-spelling", container, configure,
+                                 {"rustfsEndpoint": f"http://localhost:{s3_port}"})
         s3_port = free_port()
-        configure(rustfsPort=str(s3_port), rustfsEndpoint=f"http://localhost:{s3_port}")
-        container = watch.change("port", container)
+        container = watch.change("port", container, configure,
+                                 {"rustfsPort": str(s3_port), "rustfsEndpoint": f"http://localhost:{s3_port}"})
 
         # `pulumi up --replace` of every dynamic resource at once (the read key among them: a rotation)
         urns = dynamic_urns(stack)
         assert len(urns) >= 6, urns
         replace = tuple(a for u in urns for a in ("--replace", u))
-        container = watch.change("replace-all", container, up_args=replace)
+        container = watch.change("replace-all", container, configure, {}, up_args=replace)
 
         # the recipes: another bucket (a destroy deletes the old one's objects with purge: preview says so first)
-        configure(bucket="repl-models-b")
-        container = watch.change("bucket", container, deletes="this up deletes")
-        volumes.append(f"{name}-data-b")
-        configure(rustfsVolume=volumes[-1])       # another server behind the endpoint: its own users and data
-        container = watch.change("volume", container)
-        models = [{**cfg["models"][0], "prefix": "smollm2-b"}]
-        configure(models=models)
-        container = watch.change("prefix", container, deletes="this up deletes")
+        container = watch.change("bucket", container, configure, {"bucket": "repl-models-b"}, deletes="this up deletes")
+        volumes.append(f"{name}-data-b")         # another server behind the endpoint: its own users and data
+        container = watch.change("volume", container, configure, {"rustfsVolume": volumes[-1]})
+        # (a port of its own: the new prefix's server is made before the old one goes; a model that keeps its port
+        # across a prefix change collides with itself, the side-by-side change of issue 58)
+        container = watch.change("prefix", container, configure,
+                                 {"models": [{**cfg["models"][0], "prefix": "smollm2-b", "port": free_port()}]},
+                                 deletes="this up deletes")
+
+        # the root keys rotated while the OpenAI client polls the model through the endpoint: 0 failed, RustFS
+        # refuses the old keys after, the read key (a RustFS user, kept across it) still reads the model
+        old = keys
+        keys = (f"repl-access-{secrets.token_hex(6)}", secrets.token_urlsafe(18))
+        poll = Poller(stack.outputs()["endpoint"], SERVED).start()
+        configure()
+        stack.run("up", "--yes", "--skip-preview", label="up_root_keys")
+        time.sleep(3)
+        polled = poll.stop().summary()
+        watch.keys = keys
+        watch.report.append({"change": "root-keys", "polled": polled, "up_seconds": stack.timings["up_root_keys"]})
+        REPORT.write_text(json.dumps(watch.report, indent=1))
+        assert polled["failed"] == 0 and polled["requests"] >= 3, polled
+        assert s3_answer(lambda: s3.client(watch.endpoint, *old).list_buckets()) == "InvalidAccessKeyId"
+        assert watch.objects()["missing"] == []
+        watch.records()
+        stack.run("preview", "--expect-no-changes")
 
         # a destroy still purges (purgeOnDestroy true): the stack's objects go, and the bucket it made
         stack.run("destroy", "--yes", "--skip-preview", "--run-program", label="destroy")

@@ -250,7 +250,8 @@ def metric(text: str, name: str) -> float:
 def test_metrics_are_prometheus_text_with_request_counters(served, door):
     if door.kind == "endpoint":          # the router's own metrics, per server
         assert served.stack.outputs()["endpoint_metrics"] == f"{door.root_url}/metrics"
-        status, text = raw(door, "/metrics", key=None)
+        assert raw(door, "/metrics", key=None)[0] == (401 if served.api_key else 200)   # with a key, only /health is open
+        status, text = raw(door, "/metrics")
         assert status == 200 and "vllm_router_" in text and served.base_url.removesuffix("/v1") in text, text[:800]
         return
     assert served.stack.outputs()["models"][SERVED]["metrics_url"] == f"{served.root_url}/metrics"

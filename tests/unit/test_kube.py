@@ -330,7 +330,39 @@ def test_the_mount_pods_run_rclone_image_by_the_digest_its_registry_gives():
     assert image_pin.pinned(pinned, registry) == (pinned, "") and len(asked) == 2   # given by digest: not asked
 
     def unreachable(image):
-        raise DockerError("500 Get \"https://registry-1.docker.io/v2/\": no such host")
-    ref, why = image_pin.pinned("rustfs-vllm/rclone-mount:1.75.2", unreachable)
-    assert ref == "rustfs-vllm/rclone-mount:1.75.2" and "no such host" in why
+        raise DockerError("500 Get \"https://reg.example:5000/v2/\": no such host")
+    ref, why = image_pin.pinned("reg.example:5000/rclone-mount:1.75.2", unreachable)
+    assert ref == "reg.example:5000/rclone-mount:1.75.2" and "no such host" in why
     assert image_pin.line("x:1", ref, why).startswith("mount pods run rcloneImage x:1 by its tag: this machine's Docker")
+
+
+def test_pinned_means_pinned_a_recorded_digest_is_kept_and_docker_hub_is_never_asked():
+    """Issue 57: the digest recorded when first resolved (the last run's mount_image output) is kept without
+    asking the registry (a moved tag is not adopted; a registry that is down changes nothing), until the tag in
+    the config changes or RUSTFS_VLLM_REPIN_IMAGES=1; a name without a registry host is never looked up."""
+    from components.kube import image_pin
+    from components.mounting.keeper_tool import DockerError
+
+    old, new = "sha256:" + "01" * 32, "sha256:" + "02" * 32
+    image = "reg.example:5000/rclone-mount:1.75.2"
+    recorded = image_pin.record(image, f"reg.example:5000/rclone-mount@{old}")
+    asked = []
+
+    def moved(name):
+        asked.append(name)
+        return new
+
+    def down(name):
+        asked.append(name)
+        raise DockerError("500 registry down")
+    assert image_pin.pinned(image, moved, recorded, repin=False) == (recorded["ref"], "") and asked == []
+    assert image_pin.pinned(image, down, recorded, repin=True) == (recorded["ref"], "")       # down: kept, not the tag
+    assert image_pin.pinned(image, moved, recorded, repin=True)[0].endswith(new)               # the documented step
+    other = "reg.example:5000/rclone-mount:1.76.0"                                              # another tag: anew
+    assert image_pin.pinned(other, moved, recorded, repin=False)[0] == f"reg.example:5000/rclone-mount@{new}"
+    asked.clear()
+    for local in ("rustfs-vllm/rclone-mount:1.75.2", "rclone/rclone:1.68", "rclone:latest"):
+        ref, why = image_pin.pinned(local, moved, None, repin=False)
+        assert ref == local and "no registry host" in why, (local, why)
+    assert asked == [], "a name without a registry host was looked up"
+    assert image_pin.registry_host("localhost/x:1") == "localhost" and image_pin.registry_host("a.b/c") == "a.b"
