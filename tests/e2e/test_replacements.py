@@ -155,7 +155,14 @@ class Watch:
             assert "this up deletes" not in said and "this update deletes" not in said, f"{label}:\n{said[-3000:]}"
         up = self.stack.run("up", "--yes", "--skip-preview", *up_args, label=f"up_{label}")
         after = self.objects()
-        self.report.append({"change": label, "before": before, "after": after, "up_seconds": self.stack.timings[f"up_{label}"]})
+        pairs = [f"{cls}.{i}" for (cls, i), recipe in sorted(RECIPES.items()) if recipe == label]
+        if up_args:      # `--replace` of each: the resource types replaced
+            pairs += sorted({u.split("::")[-2].rsplit(":", 1)[-1] + " (--replace)" for u in up_args if "::" in u})
+        self.report.append({"change": label, "pairs": pairs, "before": before, "after": after,
+                            "up_seconds": self.stack.timings[f"up_{label}"]})
+        print(f"replacement {label} ({', '.join(pairs) or 'no pair: a user case'}): {before['objects']} objects "
+              f"({before['bytes']} B) at {before['where']} before, {after['objects']} ({after['bytes']} B) at "
+              f"{after['where']} after", flush=True)
         REPORT.parent.mkdir(parents=True, exist_ok=True)
         REPORT.write_text(json.dumps(self.report, indent=1))
         assert after["missing"] == [] and after["objects"] >= len(self.files), (label, after, up.stdout[-3000:])

@@ -63,3 +63,17 @@ def test_no_stack_name_has_a_dot_or_dot_dot_segment():
         assert STACK_REF_RE.fullmatch(good), good
     for bad in ("organization/rustfs-vllm/..", "../rustfs-vllm/dev", "a/./c", "a/../c", "a/b"):
         assert not STACK_REF_RE.fullmatch(bad), bad
+
+
+def test_a_unit_test_that_reads_the_hosts_own_state_fails(own_state_folder):
+    """tests/unit/conftest.py: the project's .state (a deployed stack's mount markers, say) is out of a unit test's
+    reach, so the README's two commands pass in either order (issue 57); its own state folder is not."""
+    import pytest
+
+    from tests.helpers import ROOT
+
+    with pytest.raises(RuntimeError, match="read the host's state"):
+        open(ROOT / ".state" / "mounts" / "offline" / "SmolLM2-135M-Instruct.json")
+    (own_state_folder / "x").parent.mkdir(parents=True, exist_ok=True)
+    (own_state_folder / "x").write_text("its own")
+    assert (own_state_folder / "x").read_text() == "its own"
