@@ -83,6 +83,8 @@ def remove_docker(stack: str, volumes: tuple[str, ...] = ()) -> list[str]:
     client = docker.from_env()
     gone: list[str] = []
     for c in client.containers.list(all=True, filters={"label": f"rustfs-vllm.stack={stack}"}):
+        if c.labels.get("rustfs-vllm.role") == "router" and c.status == "running":
+            c.stop(timeout=20)        # its wrapper takes the router guard's rules out as it stops (issue 57)
         c.remove(force=True)
         gone.append(f"container {c.name}")
     found = client.volumes.list(filters={"label": f"rustfs-vllm.stack={stack}"})

@@ -7,6 +7,11 @@ declared with pulumi-docker, with host networking so they reach every host's pub
   health checks every 2 s; its image's wrapper registers the workers again after a restart;
 - ``<namePrefix>-endpoint``: nginx on <bindAddress>:<routerPort>, the only door (router_conf.py says why).
 
+The router's worker API has no authentication; the image's wrapper guards the router's two loopback ports in
+the host's OUTPUT chain before the router starts (scripts/images/vllm-router/rustfs-vllm-router): no process
+but root's reaches them, so no unprivileged process on this machine can add or remove a worker. The stack's
+own steps reach the API through ``docker exec`` into the router's container (router_sync.RouterApi).
+
 The routes (``{model: [server URL, ...]}``) are the input of one pulumi-command command, ``router-routes``,
 which runs ``scripts/router-routes`` (router_sync.py): a change of models, hosts or names is an update of
 that command, shown by preview as the change of its RV_ROUTES, and applied through the router's worker
@@ -40,10 +45,11 @@ class RouterArgs:
     ready_timeout: int = 120
 
 
-def route_changes(ports: router_conf.Ports, routes: Mapping[str, Sequence[str]]) -> list[str]:
+def route_changes(container: str, ports: router_conf.Ports, routes: Mapping[str, Sequence[str]]) -> list[str]:
     """What this update changes in the running router's routes, one line each (preview says them); nothing
-    when no router of this stack answers on its port (a first `up`: everything is new)."""
-    code, text = router_sync.http("GET", f"http://127.0.0.1:{ports.router}/workers", timeout=2)
+    when no router of this stack answers on its port (a first `up`: everything is new). Asked inside the router's
+    container (its port is guarded on the host)."""
+    code, text = router_sync.RouterApi(container, ports.router, timeout=5).call("GET", "/workers")
     if code != 200:
         return []
     try:
@@ -65,19 +71,30 @@ class Router(pulumi.ComponentResource):
         self.image = docker.RemoteImage(f"{name}-image", docker.RemoteImageArgs(name=args.image, keep_locally=True),
                                         child)
         port_label = ",".join(str(p) for p in (ports.port, ports.router, ports.metrics))
+        # the image's wrapper guards the router's loopback ports before it starts (only root's processes reach
+        # them: issue 57), so the container may change the host's OUTPUT chain; vllm-router itself may not
         self.router = docker.Container(f"{name}-container", docker.ContainerArgs(
             name=f"{args.name_prefix}-router", image=self.image.image_id,
             command=router_conf.router_argv(args.policy, ports),
-            network_mode="host", restart="unless-stopped",
+            network_mode="host", restart="unless-stopped", envs=["RV_ROUTER_GUARD=1"],
+            capabilities=docker.ContainerCapabilitiesArgs(adds=["NET_ADMIN"]),
+            # stopped (SIGTERM) before it is removed: the wrapper takes its guard rules out as the router ends
+            # (a forced removal kills it, and the rules of its ports would outlive it: seen in the first run)
+            destroy_grace_seconds=20,
             labels=labels(args.stack, "router", ports=port_label),
         ), pulumi.ResourceOptions(parent=self, delete_before_replace=True))
         # the endpoint starts with no route (an empty list); router-routes writes the stack's
+        # nginx's workers run as root (the router guard lets only root's processes reach the router) in a container
+        # with no capability but switching to that user (and a port below 1024 where routerPort is one): no raw
+        # sockets on the host's network, no files of others
+        keep = ["SETUID", "SETGID", *(["NET_BIND_SERVICE"] if ports.port < 1024 else [])]
         self.front = docker.Container(f"{name}-endpoint", docker.ContainerArgs(
             name=f"{args.name_prefix}-endpoint", image=self.image.image_id,
             command=["nginx", "-c", router_conf.CONF_PATH, "-g", "daemon off;"],
             network_mode="host", restart="unless-stopped",
+            capabilities=docker.ContainerCapabilitiesArgs(drops=["ALL"], adds=keep),
             uploads=[docker.ContainerUploadArgs(file=router_conf.CONF_PATH, permissions="0600",
-                                                content=router_conf.nginx_conf({}, ports))],
+                                                content=router_conf.nginx_conf({}, ports, workers_root=True))],
             labels=labels(args.stack, "endpoint", ports=port_label),
             # the uploaded conf only starts nginx (router-routes writes the stack's at once): a new text of it
             # (a new version of the program) must not replace the running endpoint
@@ -93,7 +110,7 @@ class Router(pulumi.ComponentResource):
             triggers=[self.router.id, self.front.id],
         ), pulumi.ResourceOptions(parent=self, depends_on=opts.depends_on if opts else None))
         if pulumi.runtime.is_dry_run():
-            for line in route_changes(ports, args.routes):
+            for line in route_changes(f"{args.name_prefix}-router", ports, args.routes):
                 pulumi.log.info(line, resource=self.routes)
         self.url = pulumi.Output.from_input(f"http://{host}:{ports.port}/v1")
         self.metrics_url = pulumi.Output.from_input(f"http://{host}:{ports.port}/metrics")

@@ -185,15 +185,18 @@ def _regex(text: str) -> str:
 
 
 def nginx_conf(routes: Mapping[str, Sequence[str]], ports: Ports, api_key: str = "", created: int = 0,
-               entries: Mapping[str, dict] | None = None, read_timeout: int = READ_TIMEOUT_S) -> str:
-    """The endpoint's whole nginx.conf."""
+               entries: Mapping[str, dict] | None = None, read_timeout: int = READ_TIMEOUT_S,
+               workers_root: bool = False) -> str:
+    """The endpoint's whole nginx.conf. ``workers_root`` (a Docker host): nginx's workers stay root, the one user
+    the router guard lets reach the router's port (components/docker/router.py)."""
     b = bodies(sorted(routes), created, entries)
     check = ("            if ($rv_denied) { return 401 " + b["denied"] + "; }\n") if api_key else ""
     # the whole header, case and all: a map's plain strings compare ignoring case, a "~" regex does not
     key_map = ("    map $http_authorization $rv_denied {\n        default 1;\n        "
                + _q("~^Bearer " + _regex(api_key) + "$") + " 0;\n    }\n") if api_key else ""
+    user = "user root root;\n" if workers_root else ""
     return f"""# made by rustfs-vllm (components/serving/router_conf.py): the stack's one OpenAI endpoint
-worker_processes 1;
+{user}worker_processes 1;
 pid /tmp/nginx.pid;
 error_log stderr warn;
 events {{ worker_connections 4096; }}

@@ -8,6 +8,8 @@ key (``vllmApiKey``, maybe empty) comes on stdin, never in argv or the environme
 In order, so that no request in flight is dropped:
 1. the router's workers file (``workers.json``, replayed by the image's wrapper after a restart) is
    written into the router container;
+   (the router's API is asked inside its container, ``docker exec``: its port is guarded on the host so that no
+   unprivileged process reaches it, RouterApi below)
 2. the router's workers are changed through its worker API: every new (model, server) added first, a
    server whose model changed (a rename) re-added under its new name, and only then the ones no route
    names removed (a removal finishes the requests already sent to it: the router drains nothing itself,
@@ -62,55 +64,97 @@ def write_into(container: str, path: str, text: str, check: str = "", then: str 
                    f"--filter name={container}; `pulumi up --refresh` makes it again)")
 
 
-def wait_router(base: str, container: str, timeout: float = 60) -> None:
+class RouterApi:
+    """The router's API, asked inside its container (``docker exec`` of the image's python3): on the host its port
+    answers only root's processes (the router guard, issue 57), and this way a stack step needs no more."""
+
+    SCRIPT = ("import json,sys,urllib.request,urllib.error\n"
+              "m,u=sys.argv[1],sys.argv[2]; d=sys.stdin.buffer.read() or None\n"
+              "r=urllib.request.Request(u,data=d,method=m,headers={'Content-Type':'application/json'})\n"
+              "try:\n    x=urllib.request.urlopen(r,timeout=float(sys.argv[3])); c,b=x.status,x.read()\n"
+              "except urllib.error.HTTPError as e:\n    c,b=e.code,e.read()\n"
+              "except OSError as e:\n    c,b=0,str(e).encode()\n"
+              "sys.stdout.write(str(c)+'\\n'); sys.stdout.flush(); sys.stdout.buffer.write(b)\n")
+
+    def __init__(self, container: str, port: int, timeout: float = 10) -> None:
+        self.container, self.base, self.timeout = container, f"http://127.0.0.1:{port}", timeout
+
+    def call(self, method: str, path: str, body: object = None) -> tuple[int, str]:
+        data = json.dumps(body).encode() if body is not None else b""
+        try:
+            run = subprocess.run(["docker", "exec", "-i", self.container, "python3", "-c", self.SCRIPT, method,
+                                  f"{self.base}{path}", str(self.timeout)],
+                                 input=data, capture_output=True, timeout=self.timeout + 20)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            return 0, str(exc)
+        if run.returncode != 0:
+            return 0, (run.stderr.decode(errors="replace").strip().splitlines() or [f"exit {run.returncode}"])[-1]
+        code, _, text = run.stdout.decode(errors="replace").partition("\n")
+        return (int(code) if code.isdigit() else 0), text
+
+
+def wait_router(api: RouterApi, timeout: float = 60) -> None:
     end = time.monotonic() + timeout
     while True:
-        code, text = http("GET", f"{base}/health")
+        code, text = api.call("GET", "/health")
         if code == 200:
             return
         if time.monotonic() > end:
-            raise Fail(f"the router in container {container} did not answer {base}/health within {timeout:.0f} s "
-                       f"({text[:200] or code}); see docker logs {container}")
+            raise Fail(f"the router in container {api.container} did not answer {api.base}/health within {timeout:.0f} s "
+                       f"({text[:200] or code}); see docker logs {api.container}")
         time.sleep(0.5)
 
 
-def registered(base: str) -> list[dict]:
-    code, text = http("GET", f"{base}/workers")
+def registered(api: RouterApi) -> list[dict]:
+    code, text = api.call("GET", "/workers")
     if code != 200:
-        raise Fail(f"the router's GET {base}/workers answered {code}: {text[:200]}")
+        raise Fail(f"the router's GET {api.base}/workers answered {code}: {text[:200]}")
     try:
         return json.loads(text).get("workers", [])
     except (ValueError, AttributeError):
-        raise Fail(f"the router's GET {base}/workers answered what is not its worker list: {text[:200]}") from None
+        raise Fail(f"the router's GET {api.base}/workers answered what is not its worker list: {text[:200]}") from None
 
 
-def sync_workers(base: str, wanted: list[dict]) -> list[str]:
+def sync_workers(api: RouterApi, wanted: list[dict]) -> list[str]:
     """The router's workers made ``wanted``: adds (and renames) first, removals last. Returns the lines said."""
     said = []
-    have = {w["url"]: w.get("model_id", "") for w in registered(base)}
+    have = {w["url"]: w.get("model_id", "") for w in registered(api)}
     want = {w["url"]: w for w in wanted}
     for url, w in want.items():
         if have.get(url) == w["model_id"]:
             continue
         if url in have:      # the server now serves another name: its old entry goes first
-            remove(base, url)
+            remove(api, url)
             said.append(f"router: server {url} now serves {w['model_id']} (was {have[url]})")
         else:
             said.append(f"router: route {w['model_id']} -> {url} added")
-        code, text = http("POST", f"{base}/workers", w)
+        code, text = api.call("POST", "/workers", w)
         if code not in (200, 201, 202):
             raise Fail(f"the router refused worker {url} ({w['model_id']}): HTTP {code} {text[:200]}")
     for url, model in have.items():
         if url not in want:
-            remove(base, url)
+            remove(api, url)
             said.append(f"router: route {model} -> {url} removed")
     return said
 
 
-def remove(base: str, url: str) -> None:
-    code, text = http("DELETE", f"{base}/workers/{urllib.parse.quote(url, safe='')}")
+def remove(api: RouterApi, url: str) -> None:
+    code, text = api.call("DELETE", f"/workers/{urllib.parse.quote(url, safe='')}")
     if code not in (200, 202, 204, 404):
         raise Fail(f"the router did not remove worker {url}: HTTP {code} {text[:200]}")
+
+
+def unguarded(port: int) -> bool:
+    """Whether a process of an unprivileged user on this machine reaches the router's port (the guard missing:
+    a router image from before issue 57, or a router container made by an earlier version of the program).
+    Tried for real: ``bash``'s /dev/tcp as user nobody (setpriv, when this runs as root)."""
+    argv = ["bash", "-c", f"exec 3<>/dev/tcp/127.0.0.1/{port}"]
+    if os.geteuid() == 0:
+        argv = ["setpriv", "--reuid", "65534", "--regid", "65534", "--clear-groups", *argv]
+    try:
+        return subprocess.run(argv, capture_output=True, timeout=10).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
 
 
 def wait_listing(endpoint: str, names: list[str], api_key: str, timeout: float = 30) -> None:
@@ -160,16 +204,20 @@ def main() -> int:
               file=sys.stderr)
         return 2
     api_key = sys.stdin.read().strip() if not sys.stdin.isatty() else ""
-    base = f"http://127.0.0.1:{ports.router}"
+    api = RouterApi(router, ports.router)
     host = router_conf.reach(ports.bind)
     try:
         wanted = router_conf.workers(routes, api_key)
         write_into(router, router_conf.WORKERS_PATH, json.dumps(wanted))
-        wait_router(base, router)
-        for line in sync_workers(base, wanted):
+        wait_router(api)
+        if unguarded(ports.router):
+            raise Fail(f"the router's port 127.0.0.1:{ports.router} answers any process on this machine (its worker API "
+                       f"would take routes from anyone): container {router} runs without the router guard; run "
+                       "scripts/build-images, then `pulumi up --refresh` (the router is made again from the new image)")
+        for line in sync_workers(api, wanted):
             print(line, flush=True)
         conf = router_conf.nginx_conf(routes, ports, api_key, created=int(time.time()),
-                                      entries=entries(routes, api_key))
+                                      entries=entries(routes, api_key), workers_root=True)
         write_into(front, router_conf.CONF_PATH, conf,
                    check=f"nginx -q -t -c {router_conf.CONF_PATH}.new", then=f"nginx -c {router_conf.CONF_PATH} -s reload")
         wait_listing(f"http://{host}:{ports.port}", sorted(routes), api_key)

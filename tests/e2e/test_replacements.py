@@ -17,6 +17,10 @@ cannot be left out. For each change, and for the two a user met (the endpoint's 
   through the stack's one endpoint by the OpenAI client with its defaults;
 - ``pulumi preview --expect-no-changes`` passes.
 
+Beside them, on the same stack: the root keys rotated under a client polling through the endpoint (0 failed,
+the old keys refused after), and the router obeying only its stack (an unprivileged process on this machine
+cannot reach its worker API; the guard goes with the stack).
+
 The figures (objects and bytes before and after each change) are written to .state/logs/replacements.json.
 """
 from __future__ import annotations
@@ -26,6 +30,7 @@ import inspect
 import json
 import pkgutil
 import secrets
+import subprocess
 import time
 from pathlib import Path
 
@@ -172,6 +177,33 @@ class Watch:
         return container
 
 
+def as_nobody(*argv: str) -> subprocess.CompletedProcess:
+    return subprocess.run(["setpriv", "--reuid", "65534", "--regid", "65534", "--clear-groups", *argv],
+                          capture_output=True, text=True, timeout=30)
+
+
+def router_obeys_only_its_stack(stack: Stack) -> None:
+    """Issue 57: an unprivileged process on this machine cannot reach the router's worker API (neither add a worker
+    for a served model nor remove one; its metrics port neither), while it is served through the endpoint, and the
+    stack's own steps reach the API inside the router's container."""
+    api, metrics = stack._router_port + 1, stack._router_port + 2
+    worker = json.dumps({"url": "http://127.0.0.1:9", "model_id": SERVED, "runtime": "vllm"})
+    for what, argv in {"add a worker": ("curl", "-s", "-m", "5", "-X", "POST", "-H", "Content-Type: application/json",
+                                        "-d", worker, f"http://127.0.0.1:{api}/workers"),
+                       "list the workers": ("curl", "-s", "-m", "5", f"http://127.0.0.1:{api}/workers"),
+                       "read the router's metrics": ("curl", "-s", "-m", "5", f"http://127.0.0.1:{metrics}/metrics")}.items():
+        tried = as_nobody(*argv)
+        assert tried.returncode == 7, f"an unprivileged process could {what}: rc {tried.returncode} {tried.stdout[:200]}"
+    served = as_nobody("curl", "-s", "-m", "120", f"{stack.outputs()['endpoint']}/completions", "-H",
+                       "Content-Type: application/json", "-d",
+                       json.dumps({"model": SERVED, "prompt": "RustFS is", "max_tokens": 4}))
+    assert '"text_completion"' in served.stdout, served.stdout[:300]
+    from components.serving.router_sync import RouterApi
+
+    code, text = RouterApi(f"{stack.name_prefix}-router", api).call("GET", "/workers")
+    assert code == 200 and SERVED in text and "127.0.0.1:9\"" not in text, (code, text[:300])
+
+
 def dynamic_urns(stack: Stack) -> list[str]:
     return [r["urn"] for r in stack.state()["deployment"]["resources"]
             if r["type"].startswith("pulumi-python:dynamic") and not r.get("delete")]
@@ -183,7 +215,7 @@ def test_no_replacement_deletes_what_a_destroy_would_keep(tmp_path: Path):
         pytest.skip("scripts/build-smollm2-model has not run (scripts/test runs it)")
     stack = Stack(ROOT, f"repl-{secrets.token_hex(3)}")
     stack.init()
-    name = f"rvllm-{stack.name}"
+    name = stack.name_prefix = f"rvllm-{stack.name}"
     keys = (f"repl-access-{secrets.token_hex(6)}", secrets.token_urlsafe(18))
     s3_port = free_port()
     cfg = {"environment": "test", "namePrefix": name, **s3_under_test.stack_settings(), "rustfsPort": str(s3_port),
@@ -205,6 +237,7 @@ def test_no_replacement_deletes_what_a_destroy_would_keep(tmp_path: Path):
         configure()
         stack.run("up", "--yes", "--skip-preview", label="up_create")
         container = watch.serves_after_restart("")
+        router_obeys_only_its_stack(stack)
 
         # the two a user met: another spelling of the same endpoint, then another port of the same server
         container = watch.change("endpoint-spelling", container, configure,
@@ -251,6 +284,8 @@ def test_no_replacement_deletes_what_a_destroy_would_keep(tmp_path: Path):
         stack.run("destroy", "--yes", "--skip-preview", "--run-program", label="destroy")
         left = [k for k in s3_under_test.volume_objects(volumes[-1]) if k.startswith("repl-models-b/")]
         assert left == [], left
+        guards = subprocess.run(["iptables", "-S", "OUTPUT"], capture_output=True, text=True).stdout
+        assert f"rustfs-vllm router guard {stack._router_port + 1}" not in guards, "the router's guard outlived it"
         print("replacements:", json.dumps(watch.report))
     finally:
         stack.teardown(volumes[0])

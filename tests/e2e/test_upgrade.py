@@ -39,6 +39,8 @@ HARDENING = {("create", "purge-order"), ("update", "bucket-bucket"), ("update", 
 # issue 38: the root component records the stack's policy facts (its inputs, for policy/), and each upload its
 # owner (the stack that owns its prefix: a record written, nothing uploaded)
 POLICY_FACTS = {("update", "rustfs-vllm"), ("update", f"model-{PREFIX}-objects")}
+# issue 57: the bucket records the stack that made it (its owner: a record written in the bucket, nothing else)
+ISSUE_57 = {("update", "bucket-bucket")}
 # issue 44: the stack's one endpoint, made beside what is there (the router's image, its two containers, its routes)
 ROUTER = {("create", n) for n in ("router", "router-image", "router-container", "router-endpoint", "router-routes")}
 
@@ -56,6 +58,7 @@ def endpoint_outputs(after: dict) -> dict:
     assert after.pop("endpoint").endswith("/v1") and after.pop("endpoint_models") == ["smollm2"]
     after.pop("endpoint_metrics"), after.pop("endpoint_curl")
     assert after.pop("model_states") == {"smollm2": {"local": "serving"}}
+    assert after.pop("stored_models") == {PREFIX: f"s3://{after['bucket']}/{PREFIX}/"}     # issue 57
     return after
 
 
@@ -116,7 +119,7 @@ def new_code(stack: Stack, app: Path) -> None:
 
 def changes(stack: Stack) -> list[tuple[str, str]]:
     steps = json.loads(stack.run("preview", "--json").stdout).get("steps", [])
-    return [(s["op"], s["urn"].split("::")[-1]) for s in steps if s["op"] != "same"]
+    return [(s["op"], s["urn"].split("::")[-1]) for s in steps if s["op"] not in ("same", "read")]
 
 
 def upload_outputs(stack: Stack) -> dict:
@@ -171,7 +174,7 @@ def test_a_stack_made_before_the_copy_default_keeps_its_mount(tmp_path):
         assert "loadFormat defaults to mount again" not in preview     # it never left the mount
         changed = set(changes(stack))
         expected = {("create", f"vllm-{PREFIX}-compile-cache")} | read_key_changes(f"mount-{PREFIX}-command") | \
-            HARDENING | keeper_changes("mount") | POLICY_FACTS | ROUTER | store_weight(stack)
+            HARDENING | keeper_changes("mount") | POLICY_FACTS | ROUTER | store_weight(stack) | ISSUE_57
         assert expected <= changed and changed - expected <= NOBIND, changed
         assert not {name for _, name in changed} & {f"mount-{PREFIX}", f"copy-{PREFIX}", f"copy-{PREFIX}-command"}
         stack.run("up", "--yes", "--skip-preview", label="up_new")
@@ -221,8 +224,8 @@ def test_a_stack_made_with_the_copy_as_default_moves_back_to_the_mount(tmp_path)
         assert "models[smollm2] on local: loadFormat defaults to mount again" in preview, preview[-3000:]
         assert "set the model's loadFormat: local_copy" in preview
         changed, weight = set(changes(stack)), store_weight(stack)
-        assert BACK_TO_THE_MOUNT | POLICY_FACTS | ROUTER | weight <= changed, changed
-        rest = changed - BACK_TO_THE_MOUNT - POLICY_FACTS - ROUTER - weight
+        assert BACK_TO_THE_MOUNT | POLICY_FACTS | ROUTER | weight | ISSUE_57 <= changed, changed
+        rest = changed - BACK_TO_THE_MOUNT - POLICY_FACTS - ROUTER - weight - ISSUE_57
         assert {name for _, name in rest} <= FOLLOWERS, rest
         assert ("replace", f"vllm-{PREFIX}-container") in rest or ("create-replacement", f"vllm-{PREFIX}-container") in rest
         stack.run("up", "--yes", "--skip-preview", label="up_new")
@@ -263,7 +266,7 @@ def test_a_stack_made_before_the_core_previews_and_ups_with_only_the_hardening(t
         holder = f"{'copy' if load_format == 'local_copy' else 'mount'}-{PREFIX}-command"
         changed = set(changes(stack))
         expected = read_key_changes(holder) | HARDENING | keeper_changes(load_format) | POLICY_FACTS | ROUTER | \
-            root_paths(load_format) | store_weight(stack)
+            root_paths(load_format) | store_weight(stack) | ISSUE_57
         # else every resource the same; the CPU container's replacement (nobind) and what follows it
         assert expected <= changed and changed - expected <= NOBIND, changed
         assert ("replace", f"vllm-{PREFIX}-container") in changed or \
@@ -322,7 +325,8 @@ def test_a_stack_with_a_balancer_port_moves_to_the_one_endpoint(tmp_path):
         # model's container is replaced once, with the readiness wait and smoke test after it
         warm_text = {("replace", f"vllm-{PREFIX}-container"), ("replace", f"vllm-{PREFIX}-ready-wait"),
                      ("update", f"smoke-{PREFIX}-completion")}
-        assert moved == {("update", "rustfs-vllm")} | root_paths("mount") | store_weight(stack) | warm_text, changed
+        assert moved == {("update", "rustfs-vllm")} | root_paths("mount") | store_weight(stack) | warm_text | ISSUE_57, \
+            changed
         assert {name for op, name in changed if op == "delete"} == {
             "balancer", "balancer-image", "balancer-container", f"balancer-{entry}-ready", f"balancer-{entry}-ready-wait"}, changed
         assert {name for op, name in changed if op == "create"} == {

@@ -162,3 +162,8 @@ def test_tenant_key_reads_both_pairs_from_the_platforms_export_and_only_the_tena
     assert tenant_handover.store_key({"resources": resources}, ME) == {
         "access_key": "rvtenA", "secret_key": "sA", "read_access_key": "rvrdA", "read_secret_key": "rA"}
     assert tenant_handover.store_key({"resources": resources}, "acme/p/c") == {}
+    # issue 57: a rotation's retired key (pending deletion, whichever comes first in the export) is never handed out
+    retired = {"type": "pulumi-python:dynamic/rustfs-vllm:TenantKey", "delete": True,
+               "outputs": {"tenant": ME, "read_access_key": secret("rvtenOLD"), "read_secret_key": secret("sOLD")}}
+    for order in ([retired, *resources], [*resources, retired]):
+        assert tenant_handover.store_key({"resources": order}, ME)["access_key"] == "rvtenA"
