@@ -77,7 +77,7 @@ class Router(pulumi.ComponentResource):
             name=f"{args.name_prefix}-router", image=self.image.image_id,
             command=router_conf.router_argv(args.policy, ports),
             network_mode="host", restart="unless-stopped", envs=["RV_ROUTER_GUARD=1"],
-            capabilities=docker.ContainerCapabilitiesArgs(adds=["NET_ADMIN"]),
+            capabilities=docker.ContainerCapabilitiesArgs(adds=["CAP_NET_ADMIN"]),
             # stopped (SIGTERM) before it is removed: the wrapper takes its guard rules out as the router ends
             # (a forced removal kills it, and the rules of its ports would outlive it: seen in the first run)
             destroy_grace_seconds=20,
@@ -87,7 +87,8 @@ class Router(pulumi.ComponentResource):
         # nginx's workers run as root (the router guard lets only root's processes reach the router) in a container
         # with no capability but switching to that user (and a port below 1024 where routerPort is one): no raw
         # sockets on the host's network, no files of others
-        keep = ["SETUID", "SETGID", *(["NET_BIND_SERVICE"] if ports.port < 1024 else [])]
+        # (named as the engine names them, sorted: a refresh reads them back so, and another spelling is a diff)
+        keep = sorted(["CAP_SETUID", "CAP_SETGID", *(["CAP_NET_BIND_SERVICE"] if ports.port < 1024 else [])])
         self.front = docker.Container(f"{name}-endpoint", docker.ContainerArgs(
             name=f"{args.name_prefix}-endpoint", image=self.image.image_id,
             command=["nginx", "-c", router_conf.CONF_PATH, "-g", "daemon off;"],

@@ -14,8 +14,10 @@ give in OpenAI's shape, tried by hand with vllm-router 0.1.17 (2026-12-04/05):
   OpenAI's error shape naming the model (read from the request body, which nginx holds in memory);
 - errors say what happened (issue 57): a request that outlives ``proxy_read_timeout`` is a 504 that says
   so, with ``x-should-retry: false`` (the OpenAI clients would otherwise send it twice more and have it
-  generated three times); a 500 passes through as the server or the router gave it (a server's own
-  error is not an outage); a body above ``client_max_body_size`` is a 413 naming the limit;
+  generated three times); a server's own 500 (OpenAI's JSON) stays a 500 that says the server failed the
+  request (not an outage), while the router's own 500 (plain text: a server gone since its last health
+  check) is the 503 above (nginx cannot pass an intercepted body on, so the server's message is in its
+  log); a body above ``client_max_body_size`` is a 413 naming the limit;
 - the API key (``vllmApiKey``): nginx refuses a request without it (401, OpenAI's shape), comparing it
   exactly (a case-sensitive regular expression of the whole header: a ``map`` of plain strings ignores
   case), and the router passes the client's ``Authorization`` on to the servers, which check it again.
@@ -123,6 +125,8 @@ def bodies(names: Sequence[str], created: int, entries: Mapping[str, dict] | Non
                            "ServiceUnavailableError", 503),
         "denied": error("Incorrect API key provided: send Authorization: Bearer <the stack's vllmApiKey>.",
                         "AuthenticationError", 401),
+        "server_error": error("The model `$rv_model`'s server failed this request (its own HTTP 500, not an outage: "
+                              "it serves other requests); its log says why.", "InternalServerError", 500),
         "timeout": error(f"The request took longer than {READ_TIMEOUT_S} s without an answer from `$rv_model`'s server "
                          "and was given up; it is not retried: send it again with a lower max_tokens, or stream it.",
                          "TimeoutError", 504),
@@ -146,9 +150,10 @@ def _server(ports: Ports, b: dict[str, str], check: str, read_timeout: int) -> s
             proxy_send_timeout {read_timeout}s;
             proxy_intercept_errors on;
             error_page 404 = @unknown_model;
-            # the router's own failures: plain-text 503 "No available workers", 502; a 500 (a server's own, or
-            # the router's "Request failed" for a server gone since its last health check) passes as it is
+            # the router's own failures: plain-text 503 "No available workers", 502, and its 500 "Request failed"
+            # for a server gone since its last health check (plain text); a server's own 500 (JSON) stays a 500
             error_page 502 503 = @no_server;
+            error_page 500 = @failed;
             error_page 504 = @timeout;
             error_page 413 = @too_large;     # a location's error_page replaces the server's: said again here
         }}
@@ -166,6 +171,10 @@ def _server(ports: Ports, b: dict[str, str], check: str, read_timeout: int) -> s
             return 404 {b["unknown"]};
         }}
         location @no_server {{
+            return 503 {b["no_server"]};
+        }}
+        location @failed {{
+            if ($upstream_http_content_type ~* "json") {{ return 500 {b["server_error"]}; }}
             return 503 {b["no_server"]};
         }}
         location @timeout {{

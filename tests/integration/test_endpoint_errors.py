@@ -5,7 +5,8 @@ server that answers what a vLLM server or the router answers in the case under t
 OpenAI's shape, an answer slower than the read timeout). The OpenAI client (its defaults: 2 retries) and raw
 requests ask it.
 
-- a 500 passes through as the upstream gave it (a server's own error is not an outage);
+- a server's own 500 (OpenAI's JSON) stays a 500 saying the server failed the request (not an outage); the
+  router's own 500 (plain text: a server gone since its last health check) is the 503 of no healthy server;
 - a request that outlives the read timeout is a 504 that says so, and the OpenAI client does not send it again
   (``x-should-retry: false``): the upstream saw it once;
 - a body above the limit is a 413 in OpenAI's shape naming the limit, not nginx's HTML page;
@@ -35,8 +36,9 @@ MODEL = "m1"
 
 
 class Upstream(http.server.BaseHTTPRequestHandler):
-    """What the router answers for each model of this test: ``boom`` a server's own 500 (JSON), ``slow`` an
-    answer after 4 s, anything else a completion."""
+    """What the router answers for each model of this test: ``boom`` a server's own 500 (JSON), ``gone`` the
+    router's own 500 (plain text, as vllm-router 0.1.17 answers for a server gone since its last health check),
+    ``slow`` an answer after 4 s, anything else a completion."""
     seen: list[str] = []
 
     def log_message(self, *args) -> None:  # noqa: D401 - quiet
@@ -57,6 +59,14 @@ class Upstream(http.server.BaseHTTPRequestHandler):
         body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
         model = body.get("model", "")
         Upstream.seen.append(model)
+        if model == "gone":      # the router's own 500 for a server gone since its last health check
+            data = b"Request failed: error sending request for url (http://127.0.0.1:1/v1/completions)"
+            self.send_response(500)
+            self.send_header("Content-Type", "text/plain; charset=utf-8")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+            return None
         if model == "boom":
             return self._send(500, {"error": {"message": "EngineCore encountered an issue (the server's own words)",
                                               "type": "InternalServerError", "param": None, "code": 500}})
@@ -79,7 +89,7 @@ def endpoint():
     servers = [http.server.ThreadingHTTPServer(("127.0.0.1", p), Upstream) for p in (ports.router, ports.metrics)]
     for s in servers:
         threading.Thread(target=s.serve_forever, daemon=True).start()
-    conf = router_conf.nginx_conf({m: ["http://127.0.0.1:1"] for m in (MODEL, "boom", "slow")}, ports, KEY,
+    conf = router_conf.nginx_conf({m: ["http://127.0.0.1:1"] for m in (MODEL, "boom", "slow", "gone")}, ports, KEY,
                                   read_timeout=2)
     box = client.containers.run(IMAGE, ["sh", "-c", f"cat > /tmp/nginx.conf <<'EOF'\n{conf}\nEOF\n"
                                         "exec nginx -c /tmp/nginx.conf -g 'daemon off;'"],
@@ -103,11 +113,15 @@ def ask(url: str, path: str, body: bytes | None = None, key: str | None = KEY) -
         return exc.code, dict(exc.headers), exc.read().decode()
 
 
-def test_a_servers_own_500_passes_through_as_it_is(endpoint):
+def test_a_servers_own_500_stays_a_500_and_the_routers_is_no_healthy_server(endpoint):
     client = openai.OpenAI(base_url=f"{endpoint}/v1", api_key=KEY, max_retries=0)
     with pytest.raises(openai.InternalServerError) as err:
         client.completions.create(model="boom", prompt="x", max_tokens=1)
-    assert "the server's own words" in str(err.value) and "healthy server" not in str(err.value), err.value
+    assert err.value.status_code == 500 and "`boom`'s server failed this request" in str(err.value), err.value
+    assert "healthy server" not in str(err.value)
+    with pytest.raises(openai.APIStatusError) as gone:
+        client.completions.create(model="gone", prompt="x", max_tokens=1)
+    assert gone.value.status_code == 503 and "The model `gone` has no healthy server" in str(gone.value), gone.value
 
 
 def test_a_request_past_the_read_timeout_is_a_504_that_the_client_does_not_send_again(endpoint):
