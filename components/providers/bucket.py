@@ -9,7 +9,8 @@ the stack created holds a record of it (``.rustfs-vllm/bucket.json``: the stack,
 holding it, components/providers/succession.py), written with the root keys (a tenant's key adopts its
 platform's bucket and writes none): a replacement (``pulumi up --replace``) finds the bucket its stack
 created still its own, and the replaced instance's delete leaves the bucket to its successor. "Empty"
-is: nothing but that record.
+is: nothing but that record. A destroy takes the record out with it (a bucket kept for what it holds is
+then adopted by the next stack that names it, this one again too: as before issue 57).
 
 ``store`` names where the objects live (the server kind and its volume, or the external
 endpoint). When it changes, e.g. a new ``rustfsVolume`` or ``s3Server``, the server answering on the
@@ -134,10 +135,10 @@ class BucketProvider(Provider):
                       "one", flush=True)
                 return
             listing = c.list_objects_v2(Bucket=id_, MaxKeys=2)
+            if record is not None:      # the stack lets go of it: a later stack (this one again too) adopts it
+                owners.remove_record(c, id_, owners.BUCKET_RECORD)
             if [o for o in listing.get("Contents", []) if o["Key"] != owners.BUCKET_RECORD]:
                 return  # data in it: keep the bucket (purge removes only our prefixes)
-            if record is not None:
-                owners.remove_record(c, id_, owners.BUCKET_RECORD)
             c.delete_bucket(Bucket=id_)
         except Exception as exc:  # noqa: BLE001
             if s3.is_missing(exc) or s3.error_code(exc) == "BucketNotEmpty":
