@@ -1,5 +1,5 @@
 """One stack of one model (SmolLM2, read through its mount) on the S3 server of tests/s3_under_test.py: the
-fixture of the tests that make a model fail (tests/e2e/test_failed_start.py, test_not_serving.py)."""
+fixture of the tests that make a model fail (tests/e2e/test_failed_start.py, one stack for its four cases)."""
 from __future__ import annotations
 
 import secrets

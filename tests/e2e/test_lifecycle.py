@@ -205,8 +205,10 @@ def test_lifecycle(env):
     # 6. refresh finds no drift
     stack.run("refresh", "--yes", "--expect-no-changes", label="refresh")
 
-    # 7. destroy: containers and mount gone, objects kept
-    stack.run("destroy", "--yes", "--skip-preview", label="destroy")
+    # 7. destroy: containers and mount gone, objects kept; nothing asked for a purge, and no line speaks of one
+    said = stack.run("destroy", "--yes", "--skip-preview", label="destroy")
+    said = said.stdout + said.stderr
+    assert "purgeOnDestroy is" not in said and "Traceback" not in said, said[-3000:]
     assert client.containers.list(all=True, filters=ours) == []
     assert mounts_at(env["mount"]) == [] and mounts_at(f"{env['mount']}/{PREFIX}") == []
     kept = volume_objects(env["volume"])
@@ -227,6 +229,12 @@ def test_lifecycle(env):
     c.put_object(Bucket=BUCKET, Key="foreign/keep.txt", Body=b"not managed by the stack")
     stack.set("purgeOnDestroy", "true")
     stack.run("up", "--yes", "--skip-preview", label="up_purge_flag")
-    stack.run("destroy", "--yes", "--skip-preview", label="destroy_purge")
+    purged = stack.run("destroy", "--yes", "--skip-preview", label="destroy_purge")
     left = volume_objects(env["volume"])
     assert sorted(left) == [f"{BUCKET}/foreign/keep.txt"]
+    # and the host's rclone VFS cache with it, said in one line (until 2026-12-07 a stack of
+    # tests/reliability/test_tls_and_cleanup.py stood up again to show it: cut for CI's 90 minutes)
+    said = purged.stdout + purged.stderr
+    cache = env["tmp"] / "rclone-cache"
+    assert [ln for ln in said.splitlines() if "removed the rclone VFS cache at" in ln and str(cache) in ln], said[-3000:]
+    assert not cache.exists(), sorted(str(p) for p in cache.rglob("*"))[:5]

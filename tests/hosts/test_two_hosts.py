@@ -168,14 +168,20 @@ def test_two_hosts(env):
     #     after the kill is answered (by a); then, with the load stopped, b's restart policy brings it
     #     back and preview stays empty
     pid = on_host("b", f"docker inspect -f '{{{{.State.Pid}}}}' {box}").strip()
-    with SteadyLoad(env["entry"], "both", workers=4) as load:
+    # (a request may wait long on a machine this busy: host a serves alone while b boots again; what is
+    # asserted is that none fails, so each client waits up to 180 s rather than the load's default 60)
+    with SteadyLoad(env["entry"], "both", workers=4, request_timeout=180) as load:
         load.wait_successes_after(0, n=4, timeout=120)         # warm: a few answers before the kill
         assert not [o for o in load.outcomes if not o.ok], [o.error for o in load.outcomes if not o.ok]
         on_host("b", f"kill -9 {pid}")
         at = time.monotonic()            # after the kill: a request started from here on must not fail
         load.wait_successes_after(at, n=48, timeout=300)       # answered meanwhile (by host a while b restarts)
     report = load.report(at)
-    deadline = time.monotonic() + 900
+    print("5b, host b's vLLM killed under load:", json.dumps(report))
+    env["timings"]["entry_vllm_b_killed_under_load"] = report
+    # said before b's return is waited for: a failure here costs no more minutes
+    assert report["requests"] >= 48 and report["failed"] == report["failed_in_flight"] <= 4, report
+    deadline = time.monotonic() + 600
     while time.monotonic() < deadline:
         try:
             complete(url("b", 8101), "both", timeout=30)
@@ -189,8 +195,6 @@ def test_two_hosts(env):
         complete(env["entry"], "both")
     assert completions_served("b", box) > before_b, "host b is not back in the endpoint's rotation after 60 s"
     report["b_back_in_rotation_after_serving_s"] = round(time.monotonic() - back, 1)
-    env["timings"]["entry_vllm_b_killed_under_load"] = report
-    assert report["requests"] >= 48 and report["failed"] == report["failed_in_flight"] <= 4, report
     assert on_host("b", f"docker inspect -f '{{{{.RestartCount}}}}' {box}").strip() == "1"
     stack.run("preview", "--expect-no-changes", label="preview_after_b_vllm_killed")
 

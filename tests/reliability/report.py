@@ -222,7 +222,7 @@ IN_SIGHT = """
 
 Sources: `tests/integration/test_keeper.py` (links planted where root writes; a keeper that cannot mount;
 a chatty mount's log), `tests/integration/test_keeper_privileges.py` (each privilege dropped),
-`tests/reliability/test_faults.py` (a keeper that gave up, through the engine), `tests/e2e/test_not_serving.py`
+`tests/reliability/test_faults.py` (a keeper that gave up, through the engine), `tests/e2e/test_failed_start.py`
 (a model without enough memory; one OOM-killed after up), `tests/hosts/test_two_hosts.py` (a failed mount check
 and purge at destroy on the simulated SSH hosts).
 """
