@@ -66,6 +66,15 @@ def stored_objects(base: Path, kind: str = KIND) -> dict[str, tuple[int, int]]:
     return found
 
 
+BUCKET_RECORD = ".rustfs-vllm/bucket.json"    # the stack's record in a bucket it made: a destroy removes it (issue 57)
+
+
+def kept_by_destroy(objects: dict) -> dict:
+    """``objects`` (keys with or without their bucket) less the bucket's own record, which names the stack
+    that made the bucket and goes with the stack when a destroy keeps the bucket: what a destroy keeps."""
+    return {k: v for k, v in objects.items() if k != BUCKET_RECORD and not k.endswith("/" + BUCKET_RECORD)}
+
+
 def volume_objects(volume: str, kind: str = KIND) -> dict[str, tuple[int, int]]:
     """``stored_objects`` of a Docker volume mounted at the server's ``/data``."""
     import docker

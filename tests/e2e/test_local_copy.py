@@ -132,7 +132,9 @@ def test_served_from_a_local_copy(tmp_path: Path):
         before = s3_under_test.volume_objects(f"{prefix}-data")
         out = stack.run("destroy", "--yes", "--skip-preview", label="destroy").stdout
         assert f"kept the local copy at {root}" in out
-        assert new_folder.exists() and s3_under_test.volume_objects(f"{prefix}-data") == before
+        after = s3_under_test.volume_objects(f"{prefix}-data")
+        assert new_folder.exists() and after == s3_under_test.kept_by_destroy(before)
+        assert f"{BUCKET}/{s3_under_test.BUCKET_RECORD}" in before, sorted(before)   # the stack's own record went
         assert not [v for v in client.volumes.list() if v.name.startswith(f"{prefix}-vllm-{PREFIX}-compile-")]
         # (a destroy with purgeOnDestroy removes the copy: tests/e2e/test_purge_config.py, whose stack reads
         # local_copy too; this stack's up and destroy of it were cut on 2026-12-07 for CI's 90 minutes)

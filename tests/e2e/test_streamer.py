@@ -94,6 +94,7 @@ def test_streamed_from_the_bucket(tmp_path: Path):
         assert f"{BUCKET}/{PREFIX}/model.safetensors" in before, sorted(before)
         stack.run("destroy", "--yes", "--skip-preview", label="destroy")
         assert client.containers.list(all=True, filters={"label": f"rustfs-vllm.stack={stack.name}"}) == []
-        assert s3_under_test.volume_objects(f"{prefix}-data") == before
+        assert s3_under_test.volume_objects(f"{prefix}-data") == s3_under_test.kept_by_destroy(before)
+        assert f"{BUCKET}/{s3_under_test.BUCKET_RECORD}" in before, sorted(before)   # the stack's own record went
     finally:
         stack.teardown(f"{prefix}-data")
