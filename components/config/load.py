@@ -228,6 +228,7 @@ def _serving(r: Reader, v: dict[str, Any]) -> None:
     v.update(vllm_image=r.value("vllmImage"), vllm_shm_size=r.value("vllmShmSize"), vllm_gpus=r.value("vllmGpus"),
              vllm_env=env_map(r, "vllmEnv", r.value("vllmEnv")), vllm_api_key=r.value("vllmApiKey"),
              vllm_restart=r.value("vllmRestart"), vllm_compile_cache=r.value("vllmCompileCache"), vllm_ready_timeout=r.value("vllmReadyTimeout"),
+             vllm_drain_seconds=r.value("vllmDrainSeconds"),
              bind_address=r.value("bindAddress"), smoke_test=r.value("smokeTest"), smoke_prompt=r.value("smokePrompt"),
              smoke_max_tokens=r.value("smokeMaxTokens"), router=r.value("router"),
              router_port=r.value("routerPort"), router_policy=r.value("routerPolicy"), router_image=r.value("routerImage"),

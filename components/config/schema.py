@@ -262,6 +262,12 @@ KEYS: tuple[Key, ...] = (
             "Restart policy of the vLLM containers: no, always, on-failure or unless-stopped."),
     Key("vllmReadyTimeout", int, 900, "seconds, an integer 30-7200",
         "Seconds to wait for each vLLM server to list its model on /v1/models (30-7200).", lo=30, hi=7200),
+    Key("vllmDrainSeconds", int, 60, "seconds, an integer 0-3600",
+        "How long a vLLM server that is stopped (a change that replaces its container, a destroy, docker stop) "
+        "finishes the requests it is serving, streams included, before it exits: vLLM's --shutdown-timeout "
+        "(it takes no new request meanwhile); its container is given this plus 30 s to stop. 0: vLLM's own "
+        "default, which aborts what it serves at once. A model whose extraArgs name --shutdown-timeout keeps its "
+        "own.", lo=0, hi=3600),
     Key("bindAddress", str, "0.0.0.0", "an IPv4 address such as 0.0.0.0 or 127.0.0.1",
         "Host address the S3 server and vLLM ports are published on.", pattern=IPV4_RE),
     Key("hosts", list, [], "a non-empty list of hosts, each with at least name and docker",

@@ -134,6 +134,7 @@ class StackConfig:
     rclone_image: str = "rustfs-vllm/rclone-mount:1.75.2"   # rcloneImage: the mounts' keepers (Docker hosts)
     mount_command: str = "mount2"             # mountCommand: rclone mount2 (go-fuse) or mount
     mount_read_ahead_kb: int = 16384          # mountReadAheadKb: each mount's bdi read-ahead (0: the kernel's)
+    vllm_drain_seconds: int = 60              # vllmDrainSeconds: vLLM's --shutdown-timeout (Docker hosts)
     role: str = "serving"                     # role: serving, or store (a platform stack: server and bucket only)
     store: str = ""                           # store: the platform stack this one uses by reference ("" = none)
     take_over_prefixes: bool = False          # takeOverPrefixes: a prefix whose owner is no longer registered

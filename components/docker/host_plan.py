@@ -24,7 +24,8 @@ from components.hosts.docker_facts import DockerFacts
 from components.hosts.types import Host
 from components.providers.purge_order import PurgeOrderResource
 from components.serving import streamer
-from components.serving.vllm import CPU_BIND, VllmServer, VllmServerArgs, cpu_binding
+from components.serving.vllm import (CPU_BIND, VllmServer, VllmServerArgs, cpu_binding, drain_of, given_drain,
+                                     stop_seconds)
 
 
 class HostPlan:
@@ -131,7 +132,7 @@ class HostPlan:
         trouble = self.troubles.get(m.name)
         stream = dict(load_format=m.load_format, s3_endpoint=host.spec.s3_endpoint, access_key=self.keys.access_key,
                       secret_key=self.keys.secret_key, ca_bundle=cfg.ca_bundle) if streamed else {}
-        return VllmServer(f"{host.prefix}vllm-{m.prefix}", VllmServerArgs(
+        args = VllmServerArgs(
             stack=cfg.stack, container_name=name, image_id=self.image.image_id,
             model_dir=streamer.model_url(cfg.bucket, m.prefix) if streamed else f"/models/{m.prefix}",
             served_name=m.name, dtype=m.dtype, max_model_len=m.max_model_len,
@@ -140,10 +141,19 @@ class HostPlan:
             kv_cache_space_gib=m.kv_cache_space_gib, extra_args=m.extra_args, env={**cfg.vllm_env, **m.env},
             api_key=pulumi.Output.secret(cfg.vllm_api_key), has_api_key=bool(cfg.vllm_api_key),
             shm_size=cfg.vllm_shm_size, gpus=gpus, restart=cfg.vllm_restart, ready_timeout=cfg.vllm_ready_timeout,
-            compile_cache=cfg.vllm_compile_cache, memory_gib=m.memory_gib,
+            drain_seconds=cfg.vllm_drain_seconds, compile_cache=cfg.vllm_compile_cache, memory_gib=m.memory_gib,
             recheck=trouble.recheck if trouble else "", recheck_id=trouble.container_id if trouble else "",
             trouble=trouble.summary if trouble else "",
             **host.readiness(), **stream,
-            **({"weights_dir": copy.path, "copy_generation": copy.generation} if copy else {})),
-            pulumi.ResourceOptions(parent=self.owner, depends_on=after,
-                                   providers=[self.on_docker.provider] if self.on_docker.provider else None))
+            **({"weights_dir": copy.path, "copy_generation": copy.generation} if copy else {}))
+        if before is not None and before.stop_timeout != stop_seconds(args):
+            # said only when this update changes it: a container made before vllmDrainSeconds, or with another drain
+            drain = given_drain(m.extra_args)
+            words = (f"vllmDrainSeconds {cfg.vllm_drain_seconds}" if drain is None
+                     else f"--shutdown-timeout {drain} in its extraArgs")
+            made = "before vllmDrainSeconds" if not before.stop_timeout else "with another stop timeout"
+            pulumi.log.info(f"models[{m.name}] on {host.name}: a stopped vLLM server finishes what it serves for up to "
+                            f"{drain_of(args)} s ({words}): its container {name}, made {made}, is replaced once "
+                            "(requests for the model on this host wait for the new one)")
+        return VllmServer(f"{host.prefix}vllm-{m.prefix}", args, pulumi.ResourceOptions(
+            parent=self.owner, depends_on=after, providers=[self.on_docker.provider] if self.on_docker.provider else None))

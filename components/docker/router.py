@@ -20,6 +20,7 @@ A new container (a new image) runs the command again (its ids are triggers).
 """
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import dataclass
 from typing import Mapping, Optional, Sequence
@@ -106,7 +107,9 @@ class Router(pulumi.ComponentResource):
             environment={"RV_ROUTES": router_conf.routes_json(args.routes),
                          "RV_ROUTER": f"{args.name_prefix}-router", "RV_FRONT": f"{args.name_prefix}-endpoint",
                          "RV_BIND": args.bind_address, "RV_PORT": str(ports.port),
-                         "RV_ROUTER_PORT": str(ports.router), "RV_METRICS_PORT": str(ports.metrics)},
+                         "RV_ROUTER_PORT": str(ports.router), "RV_METRICS_PORT": str(ports.metrics),
+                         # the conf's own text (a new version of the program): written again when it changes
+                         "RV_CONF_TEXT": conf_version(ports)},
             stdin=pulumi.Output.secret(pulumi.Output.from_input(args.api_key).apply(lambda k: f"{k}\n")),
             triggers=[self.router.id, self.front.id],
         ), pulumi.ResourceOptions(parent=self, depends_on=opts.depends_on if opts else None))
@@ -116,3 +119,9 @@ class Router(pulumi.ComponentResource):
         self.url = pulumi.Output.from_input(f"http://{host}:{ports.port}/v1")
         self.metrics_url = pulumi.Output.from_input(f"http://{host}:{ports.port}/metrics")
         self.register_outputs({"url": self.url, "metrics_url": self.metrics_url})
+
+
+def conf_version(ports: router_conf.Ports) -> str:
+    """A digest of the endpoint's nginx.conf as this program writes it (no routes, no key): router-routes runs
+    again when a new version of the program writes another conf, so a stack's endpoint takes it at the next up."""
+    return hashlib.sha256(router_conf.nginx_conf({}, ports, workers_root=True).encode()).hexdigest()[:16]

@@ -28,6 +28,7 @@ class Health:
     exit_code: int = 0
     memory: int = 0                  # its memory limit in bytes (0: none)
     cpu_bind: bool = False           # its environment sets VLLM_CPU_OMP_THREADS_BIND
+    stop_timeout: int = 0            # its Config.StopTimeout (0: unset, Docker's default 10 s)
     id: str = ""                     # the container's id (a trouble is its own: a new container has none)
 
 
@@ -38,7 +39,8 @@ def health_of(attrs: Mapping) -> Health:
     return Health(status=str(state.get("Status", "")), restarts=int(attrs.get("RestartCount") or 0),
                   oom_killed=bool(state.get("OOMKilled")), exit_code=int(state.get("ExitCode") or 0),
                   memory=int((attrs.get("HostConfig") or {}).get("Memory") or 0),
-                  cpu_bind=any(str(e).startswith(CPU_BIND + "=") for e in env), id=str(attrs.get("Id") or ""))
+                  cpu_bind=any(str(e).startswith(CPU_BIND + "=") for e in env),
+                  stop_timeout=int((attrs.get("Config") or {}).get("StopTimeout") or 0), id=str(attrs.get("Id") or ""))
 
 
 @dataclass(frozen=True)

@@ -43,6 +43,10 @@ MODEL_IN_BODY = r'"model"\s*:\s*"(?<rv_m>[A-Za-z0-9][A-Za-z0-9._:/-]{0,127})"'
 HEALTH_INTERVAL_S = 2      # a server that stops answering /health leaves the rotation within ~2 intervals
 READ_TIMEOUT_S = 600       # a request (streamed: between two chunks) that waits longer for the router gets a 504
 MAX_BODY_MIB = 16          # the largest request body (a long prompt is far below: 128k tokens is ~1 MiB)
+RETRY_AFTER_S = HEALTH_INTERVAL_S    # a 503's Retry-After: a server back is taken into the rotation within it
+# the requests vLLM answers for a named model (a 404 of one of them for a model of the stack is the router's
+# having no server of it registered, not a missing model)
+MODEL_ROUTES = r"^/v1/(completions|chat/completions|responses(/.*)?|embeddings|score|rerank|pooling|classify|messages|audio/(transcriptions|translations))$"
 
 
 @dataclass(frozen=True)
@@ -168,13 +172,21 @@ def _server(ports: Ports, b: dict[str, str], check: str, read_timeout: int) -> s
         }}
         location @unknown_model {{
             if ($rv_model = "") {{ return 404 {b["no_route"]}; }}
+            # a model of the stack whose servers the router has not (yet) registered: another model's vLLM
+            # answered the 404 (the router, restarted, registers its workers again): a 503 to retry, never a 404
+            if ($rv_wait) {{
+                add_header Retry-After {RETRY_AFTER_S} always;
+                return 503 {b["no_server"]};
+            }}
             return 404 {b["unknown"]};
         }}
         location @no_server {{
+            add_header Retry-After {RETRY_AFTER_S} always;
             return 503 {b["no_server"]};
         }}
         location @failed {{
             if ($upstream_http_content_type ~* "json") {{ return 500 {b["server_error"]}; }}
+            add_header Retry-After {RETRY_AFTER_S} always;
             return 503 {b["no_server"]};
         }}
         location @timeout {{
@@ -204,6 +216,7 @@ def nginx_conf(routes: Mapping[str, Sequence[str]], ports: Ports, api_key: str =
     key_map = ("    map $http_authorization $rv_denied {\n        default 1;\n        "
                + _q("~^Bearer " + _regex(api_key) + "$") + " 0;\n    }\n") if api_key else ""
     user = "user root root;\n" if workers_root else ""
+    known = "".join(f"        {_q(name)} 1;\n" for name in sorted(routes))
     return f"""# made by rustfs-vllm (components/serving/router_conf.py): the stack's one OpenAI endpoint
 {user}worker_processes 1;
 pid /tmp/nginx.pid;
@@ -221,6 +234,18 @@ http {{
     map $request_body $rv_model {{
         default "";
         {_q("~" + MODEL_IN_BODY)} $rv_m;
+    }}
+    # a model of the stack named on one of vLLM's model routes (the 404 of a server not registered is a 503)
+    map $rv_model $rv_known {{
+        default 0;
+{known}    }}
+    map $uri $rv_api {{
+        default 0;
+        {_q("~" + MODEL_ROUTES)} 1;
+    }}
+    map "$rv_known$rv_api" $rv_wait {{
+        default 0;
+        11 1;
     }}
 {key_map}    upstream rv_router {{
         server 127.0.0.1:{ports.router};

@@ -7,7 +7,9 @@ The mount root is bound read-only at /models with ``rslave`` propagation: the mo
 (``<mountPath>/<prefix>``) appears as ``/models/<prefix>``, and a re-made mount reaches the running
 container.
 
-Declared with pulumi-docker's ``Container`` (replaced delete-first: fixed name and port), then a
+Declared with pulumi-docker's ``Container`` (replaced delete-first: fixed name and port; a stop lets vLLM
+finish what it serves first: ``--shutdown-timeout`` from vllmDrainSeconds, the container's stop timeout
+and a destroy's grace 30 s beyond it), then a
 readiness wait from this host until ``/v1/models`` lists the model. The model's revision is a label:
 new weights replace the container (vLLM loads them at start); nothing about the mount does. An API key
 reaches vLLM as a secret file: a ``--config`` YAML file uploaded into the container (vLLM reads
@@ -77,6 +79,7 @@ class VllmServerArgs:
     gpus: str = ""
     restart: str = "unless-stopped"
     ready_timeout: int = 900
+    drain_seconds: int = 0            # vllmDrainSeconds: vLLM's --shutdown-timeout (0: not given, vLLM's abort)
     address: str = ""                 # where this machine reaches the published port ("" = from bind_address)
     docker_host: str = ""             # a remote host's Docker (ssh://...), for the readiness wait's CLI
     ssh_bin: str = ""
@@ -101,6 +104,8 @@ class VllmServerArgs:
 VLLM_ENTRYPOINT = ["vllm", "serve"]      # vllm/vllm-openai(-cpu)'s ENTRYPOINT, run by the mount wait
 MOUNT_WAIT_SECONDS = 600
 MOUNT_WAIT = (
+    # a stop while it waits (sh as PID 1 ignores SIGTERM by default) ends it at once, not after the stop timeout
+    'trap "exit 143" TERM; '
     'n=0; until [ -f "$RV_MODEL_DIR/config.json" ]; do '
     '[ "$n" = 0 ] && echo "rustfs-vllm: waiting for the model\'s mount at $RV_MODEL_DIR" >&2; '
     f'n=$((n+1)); if [ "$n" -ge {MOUNT_WAIT_SECONDS} ]; then '
@@ -137,7 +142,42 @@ def vllm_argv(args: VllmServerArgs) -> list[str]:
         argv += ["--config", API_KEY_CONFIG]
     if args.streamed:
         argv += streamer.argv(args.bind_address, args.port)
+    if args.drain_seconds and given_drain(args.extra_args) is None:
+        argv += [SHUTDOWN_FLAG, str(args.drain_seconds)]
     return argv + list(args.extra_args)
+
+
+SHUTDOWN_FLAG = "--shutdown-timeout"
+STOP_MARGIN_S = 30     # the container's stop timeout beyond vLLM's drain: its engine's own shutdown after it
+
+
+def given_drain(extra_args: Sequence[str]) -> Optional[int]:
+    """The ``--shutdown-timeout`` a model's extraArgs give (``--shutdown-timeout N`` or ``=N``), else None."""
+    for i, arg in enumerate(extra_args):
+        value = None
+        if arg == SHUTDOWN_FLAG and i + 1 < len(extra_args):
+            value = extra_args[i + 1]
+        elif arg.startswith(SHUTDOWN_FLAG + "="):
+            value = arg.split("=", 1)[1]
+        if value is not None:
+            try:
+                return max(0, int(float(value)))
+            except ValueError:
+                return None
+    return None
+
+
+def drain_of(args: "VllmServerArgs") -> int:
+    """vLLM's drain: the model's own --shutdown-timeout (extraArgs), else the stack's vllmDrainSeconds."""
+    drain = given_drain(args.extra_args)
+    return args.drain_seconds if drain is None else drain
+
+
+def stop_seconds(args: "VllmServerArgs") -> int:
+    """How long the container is given to stop (docker stop -t, and a destroy's grace): vLLM's drain plus
+    STOP_MARGIN_S; Docker's default 10 s when there is no drain."""
+    drain = drain_of(args)
+    return drain + STOP_MARGIN_S if drain else 10
 
 
 def shm_megabytes(size: str) -> int:
@@ -207,6 +247,8 @@ class VllmServer(pulumi.ComponentResource):
             shm_size=shm_megabytes(args.shm_size),
             gpus=docker_gpus(args.gpus),
             restart=args.restart,
+            # a stop (a replacement's delete, a destroy, docker stop) lets vLLM finish what it serves (drain_seconds)
+            stop_timeout=stop_seconds(args), destroy_grace_seconds=stop_seconds(args),
             # absent when unset (stacks before issue 45: no diff); no swap beyond it
             **({"memory": memory_megabytes(args.memory_gib), "memory_swap": memory_megabytes(args.memory_gib)}
                if args.memory_gib else {}),

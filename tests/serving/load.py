@@ -10,7 +10,10 @@ failure, and failures are what this counts.
 Two shapes:
 - :func:`run_load`: ``count`` requests at a fixed concurrency (a closed loop per worker);
 - :class:`SteadyLoad`: a few workers sending one request after another in a background thread
-  until stopped, each request's start, end and outcome kept, to see a fault's effect over time.
+  until stopped, each request's start, end and outcome kept, to see a fault's effect over time;
+- :class:`StreamLoop`: one client streaming long completions back to back, each stream's wall-clock
+  start, first chunk, end and finish reason kept: a stream that broke after its first chunk is a
+  broken stream, one refused before it is not (issue 58: what a server's stop does to a stream).
 """
 from __future__ import annotations
 
@@ -249,3 +252,72 @@ class SteadyLoad:
                 "failed_in_flight": len(in_flight), "failed_after_restored": len(after_back),
                 "longest_gap_s": round(gap, 1),
                 "errors": sorted({o.error.split(":")[0] + (f" ({o.status})" if o.status else "") for o in failed})[:4]}
+
+
+@dataclass
+class Stream:
+    start: float                      # wall clock (time.time()): comparable with the Docker engine's events
+    end: float = 0.0
+    first_chunk: Optional[float] = None
+    finish_reason: Optional[str] = None
+    chunks: int = 0
+    error: str = ""
+
+    @property
+    def broken(self) -> bool:
+        """Cut after its first chunk (a stream refused before it is a failed request, not a broken stream)."""
+        return self.first_chunk is not None and self.finish_reason is None
+
+    def spans(self, t: float) -> bool:
+        return self.start <= t <= self.end
+
+
+class StreamLoop:
+    """One OpenAI client (its defaults but ``max_retries=0``) streaming ``max_tokens``-token completions of
+    ``model`` back to back in a background thread until stopped; ``ignore_eos`` makes each stream its full
+    length, so one is nearly always in flight."""
+
+    def __init__(self, base_url: str, model: str, *, api_key: str = "", max_tokens: int = 300,
+                 request_timeout: float = 300, pause_s: float = 0.25) -> None:
+        self.client = openai.OpenAI(base_url=base_url, api_key=api_key or "EMPTY", timeout=request_timeout,
+                                    max_retries=0)
+        self.model, self.max_tokens, self.pause_s = model, max_tokens, pause_s
+        self.streams: list[Stream] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> "StreamLoop":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join(self.client.timeout + 30 if isinstance(self.client.timeout, (int, float)) else 330)
+
+    def _run(self) -> None:
+        rnd = random.Random(2)
+        while not self._stop.is_set():
+            s = Stream(start=time.time())
+            self.streams.append(s)
+            try:
+                for chunk in self.client.completions.create(
+                        model=self.model, prompt=prompt_of(16, rnd), max_tokens=self.max_tokens, stream=True,
+                        extra_body={"ignore_eos": True}):
+                    for choice in chunk.choices:
+                        s.chunks += 1
+                        if s.first_chunk is None:
+                            s.first_chunk = time.time()
+                        if choice.finish_reason:
+                            s.finish_reason = choice.finish_reason
+            except (openai.APIError, OSError) as exc:
+                s.error = f"{type(exc).__name__}: {exc}"[:300]
+            s.end = time.time()
+            if s.finish_reason is None:
+                time.sleep(self.pause_s)
+
+    def summary(self) -> dict:
+        done = [s for s in self.streams if s.end]
+        return {"streams": len(done), "finished": sum(1 for s in done if s.finish_reason),
+                "broken": sum(1 for s in done if s.broken),
+                "refused": sum(1 for s in done if s.first_chunk is None and s.finish_reason is None),
+                "errors": sorted({s.error.split(":")[0] for s in done if s.error})[:4]}

@@ -129,7 +129,9 @@ def test_dev_stack_reproduces_the_guide(dev):
     image = dev.one(IMAGE, "vllm-image")
     assert image.plain("name") == "vllm/vllm-openai-cpu:v0.30.0" and image.plain("keepLocally") is True
     vllm = dev.one(CONTAINER, "vllm")
-    assert vllm.plain("command") == GUIDE_ARGV
+    # the guide's argv, then vLLM's drain (vllmDrainSeconds, issue 58): a stopped server finishes what it serves
+    assert vllm.plain("command") == GUIDE_ARGV + ["--shutdown-timeout", "60"]
+    assert vllm.plain("stopTimeout") == vllm.plain("destroyGraceSeconds") == 90
     assert vllm.plain("image") == "sha256:mock-vllm/vllm-openai-cpu:v0.30.0"   # the RemoteImage's image id
     assert vllm.plain("shmSize") == 2048                                     # --shm-size=2g, in MB
     assert vllm.plain("ports") == [{"internal": 8000, "external": 8000, "ip": "0.0.0.0"}]
@@ -240,7 +242,7 @@ def test_prod_example_shape(prod):
     b = next(r for r in vllms if r.plain("name").endswith("-b"))
     assert "VLLM_CPU_KVCACHE_SPACE=2" in b.plain("envs") and "--gpu-memory-utilization" not in b.plain("command")
     # the API key: a --config file uploaded as a secret, never argv or environment
-    assert b.plain("command")[-2:] == ["--config", "/run/rustfs-vllm/secrets/vllm-api-key.yaml"]
+    assert b.plain("command")[-4:] == ["--config", "/run/rustfs-vllm/secrets/vllm-api-key.yaml", "--shutdown-timeout", "60"]
     assert b.plain("uploads") == [{"file": "/run/rustfs-vllm/secrets/vllm-api-key.yaml",
                                    "content": f'api-key: "{SECRETS[2]}"\n', "permissions": "0444"}]
     assert b.is_secret("uploads")
