@@ -163,8 +163,11 @@ def test_lifecycle(env):
     vllm.reload()
     [bind] = [m for m in vllm.attrs["Mounts"] if m["Destination"] == "/models"]
     assert bind["Source"] == env["mount"] and bind["RW"] is False and bind["Propagation"] == "rslave"
+    # the guide's argv, vLLM's drain (vllmDrainSeconds: a stopped server finishes what it serves), the model's own
     assert vllm.attrs["Config"]["Cmd"] == ["--model", f"/models/{PREFIX}", "--served-model-name", SERVED, "--dtype",
-                                         "float32", "--max-model-len", "512", "--enforce-eager"]
+                                         "float32", "--max-model-len", "512", "--shutdown-timeout", "60",
+                                         "--enforce-eager"]
+    assert vllm.attrs["Config"]["StopTimeout"] == 90
     c = s3.client(f"http://127.0.0.1:{env['s3_port']}", env["access"], env["secret"])
     for f in sorted(p for p in model.iterdir() if p.is_file()):
         body = c.get_object(Bucket=BUCKET, Key=f"{PREFIX}/{f.name}")["Body"].read()
