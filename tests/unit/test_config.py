@@ -157,6 +157,8 @@ CASES = [
                                                               "does not start with '-'"]),
     ("smoke-tokens", _set(smokeMaxTokens=0), ["rustfs-vllm:smokeMaxTokens", "0", "1-256"]),
     ("ready-timeout", _set(vllmReadyTimeout=5), ["vllmReadyTimeout", "5", "30-7200"]),
+    ("drain-negative", _set(vllmDrainSeconds=-1), ["vllmDrainSeconds", "-1", "0-3600"]),
+    ("drain-text", _set(vllmDrainSeconds="soon"), ["vllmDrainSeconds", "soon", "0-3600"]),
     ("bind-address", _set(bindAddress="localhost"), ["bindAddress", "localhost", "IPv4"]),
     ("short-secret", _set(rustfsSecretKey="abc"), ["rustfsSecretKey", "8 characters"]),
     ("standin-short-key", _set(s3Server="rclone-serve-s3", rustfsAccessKey="ak", rustfsSecretKey="long-enough-secret"),
