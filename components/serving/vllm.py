@@ -162,7 +162,7 @@ def given_drain(extra_args: Sequence[str]) -> Optional[int]:
         if value is not None:
             try:
                 return max(0, int(float(value)))
-            except ValueError:
+            except (ValueError, OverflowError):      # "soon", "inf", "nan": left to vLLM to refuse
                 return None
     return None
 

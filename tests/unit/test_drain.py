@@ -40,6 +40,7 @@ def test_the_drain_given_once_and_the_stop_timeout_after_it(drain, extra, flag, 
 def test_a_shutdown_timeout_that_is_not_a_number_is_left_to_vllm():
     assert given_drain(("--shutdown-timeout", "soon")) is None
     assert given_drain(("--shutdown-timeout",)) is None
+    assert given_drain(("--shutdown-timeout", "inf")) is None and given_drain(("--shutdown-timeout=nan",)) is None
 
 
 def test_the_endpoint_conf_version_follows_the_conf_text():
