@@ -260,3 +260,16 @@ def s3_answer(call) -> str:
         return "OK"
     except Exception as exc:  # noqa: BLE001 - the server's answer is what is compared
         return s3.error_code(exc) or type(exc).__name__
+
+
+def model_container(stack: str, served_name: str):
+    """A model's vLLM container on this machine's Docker, in whichever of its two slots it is
+    (components/docker/change_order.py: it alternates between them in side-by-side changes); the running one
+    while both are there. docker.errors.NotFound when there is none."""
+    import docker
+
+    found = docker.from_env().containers.list(all=True, filters={"label": [
+        f"rustfs-vllm.stack={stack}", "rustfs-vllm.role=vllm", f"rustfs-vllm.model={served_name}"]})
+    if not found:
+        raise docker.errors.NotFound(f"no vLLM container of model {served_name} in stack {stack}")
+    return next((c for c in found if c.status == "running"), found[0])

@@ -228,7 +228,7 @@ def _serving(r: Reader, v: dict[str, Any]) -> None:
     v.update(vllm_image=r.value("vllmImage"), vllm_shm_size=r.value("vllmShmSize"), vllm_gpus=r.value("vllmGpus"),
              vllm_env=env_map(r, "vllmEnv", r.value("vllmEnv")), vllm_api_key=r.value("vllmApiKey"),
              vllm_restart=r.value("vllmRestart"), vllm_compile_cache=r.value("vllmCompileCache"), vllm_ready_timeout=r.value("vllmReadyTimeout"),
-             vllm_drain_seconds=r.value("vllmDrainSeconds"),
+             vllm_drain_seconds=r.value("vllmDrainSeconds"), vllm_change_order=r.value("vllmChangeOrder"),
              bind_address=r.value("bindAddress"), smoke_test=r.value("smokeTest"), smoke_prompt=r.value("smokePrompt"),
              smoke_max_tokens=r.value("smokeMaxTokens"), router=r.value("router"),
              router_port=r.value("routerPort"), router_policy=r.value("routerPolicy"), router_image=r.value("routerImage"),
@@ -268,11 +268,14 @@ def _ports(r: Reader, v: dict[str, Any]) -> None:
     for m in models:
         if local_host in m.hosts and m.port in taken:
             r.bad(f"models[{m.name}].port", m.port, "a port not used by the S3 server")
-    taken |= {m.port for m in models if local_host in m.hosts}
+    for m in models:
+        if local_host in m.hosts and m.change_port in taken:
+            r.bad(f"models[{m.name}].changePort", m.change_port, "a port not used by the S3 server")
+    taken |= {p for m in models if local_host in m.hosts for p in (m.port, m.change_port)}
     if v["router"] and v.get("kube") is None:
         mine = {v["router_port"], v["router_port"] + 1, v["router_port"] + 2}
         clash = sorted(mine & taken)
         if clash:
             r.bad("routerPort", v["router_port"], f"a port whose next two are free too (the router takes "
                   f"{v['router_port'] + 1} and {v['router_port'] + 2} on 127.0.0.1); {clash[0]} is the S3 server's "
-                  "or a model's")
+                  "or a model's (its port or changePort)")

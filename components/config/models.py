@@ -78,7 +78,14 @@ def _model(r: Reader, i: int, m: Mapping[str, Any], project_dir: str, hosts: lis
                      balancer_port=r.field(FIELD["balancerPort"], m, key), load_format=load_format,
                      load_format_given="loadFormat" in m,
                      replicas=r.field(FIELD["replicas"], m, key),
-                     memory_gib=r.field(FIELD["memoryGib"], m, key), cpus=r.field(FIELD["cpus"], m, key))
+                     memory_gib=r.field(FIELD["memoryGib"], m, key), cpus=r.field(FIELD["cpus"], m, key),
+                     change_order=r.field(FIELD["changeOrder"], m, key),
+                     change_port=r.field(FIELD["changePort"], m, key, default_change_port(port)))
+
+
+def default_change_port(port: int) -> int:
+    """A model's changePort when it names none: port+10000, or port-10000 where that passes 65535."""
+    return port + 10000 if port + 10000 <= 65535 else max(1, port - 10000)
 
 
 def _source(r: Reader, key: str, m: Mapping[str, Any], project_dir: str) -> tuple[str, bool]:
@@ -125,3 +132,11 @@ def _between(r: Reader, models: list[ModelSpec]) -> None:
                 r.bad(f"models[{m.name}].port", m.port,
                       f"a port of its own on host {h!r}: model {seen_ports[(h, m.port)]!r} uses it there")
             seen_ports[(h, m.port)] = m.name
+    for m in models:     # the other server's port (side by side) is the model's own too
+        for h in m.hosts:
+            other = "its own port" if m.change_port == m.port else seen_ports.get((h, m.change_port))
+            if other is not None:
+                r.bad(f"models[{m.name}].changePort", m.change_port,
+                      f"a port of its own on host {h!r} (its new server takes it beside the old one in a side-by-side "
+                      f"change): {other if m.change_port == m.port else f'model {other!r} uses it there'}")
+            seen_ports[(h, m.change_port)] = m.name

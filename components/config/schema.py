@@ -40,6 +40,8 @@ LOCAL_COPY = "local_copy"
 LOAD_FORMATS = ("mount", "runai_streamer", LOCAL_COPY)
 # Where the stack serves: Docker hosts (this machine, or hosts over SSH), or a Kubernetes cluster.
 TARGETS = ("docker", "kubernetes")
+# how a change that replaces a model's server reaches it (components/docker/change_order.py)
+CHANGE_ORDERS = ("auto", "sideBySide", "stopFirst")
 ROUTER_POLICIES = ("cache_aware", "round_robin", "power_of_two", "random", "consistent_hash", "sticky_least_loaded")
 # A Kubernetes name (namespace): an RFC 1123 label.
 DNS_LABEL_RE = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
@@ -268,6 +270,13 @@ KEYS: tuple[Key, ...] = (
         "(it takes no new request meanwhile); its container is given this plus 30 s to stop. 0: vLLM's own "
         "default, which aborts what it serves at once. A model whose extraArgs name --shutdown-timeout keeps its "
         "own.", lo=0, hi=3600),
+    _choice("vllmChangeOrder", "auto", CHANGE_ORDERS,
+            "How a change that replaces a model's vLLM container reaches it on Docker hosts: sideBySide (the new "
+            "server starts beside the old one on the model's changePort, takes the requests once it answers, and the "
+            "old one drains and goes: no request waits), stopFirst (the old one drains and stops, then the new one "
+            "starts: requests wait for it, answered 503 with Retry-After) or auto (side by side where preview judges "
+            "that the host holds both servers, else stop-first; preview says which and why). A model's changeOrder "
+            "wins."),
     Key("bindAddress", str, "0.0.0.0", "an IPv4 address such as 0.0.0.0 or 127.0.0.1",
         "Host address the S3 server and vLLM ports are published on.", pattern=IPV4_RE),
     Key("hosts", list, [], "a non-empty list of hosts, each with at least name and docker",
@@ -341,6 +350,11 @@ MODEL_FIELDS: tuple[Key, ...] = (
         "how vLLM reads the weights: its read-only rclone mount (the default, warmed while vLLM boots), a copy "
         "on the host's disk made once per revision (Docker hosts), or streamed from the bucket",
         choices=LOAD_FORMATS),
+    Key("changeOrder", str, None, f"one of {', '.join(CHANGE_ORDERS)} (overrides vllmChangeOrder)",
+        "Docker hosts: how a change that replaces its server reaches it, over vllmChangeOrder", choices=CHANGE_ORDERS),
+    Key("changePort", int, COMPUTED, PORT + ", not another port of the stack",
+        "Docker hosts: the port its new server takes beside the old one in a side-by-side change (the two "
+        "alternate), default port+10000 (port-10000 above 55535)", lo=1, hi=65535),
 )
 
 HOST_FIELDS: tuple[Key, ...] = (

@@ -64,6 +64,8 @@ class ModelSpec:
     load_format_given: bool = True                           # False: the target's default (the note on upgrade)
     memory_gib: Optional[float] = None                       # target kubernetes: the pod's memory request
     cpus: Optional[float] = None                             # target kubernetes: the pod's CPU request
+    change_order: Optional[str] = None                       # changeOrder (None: vllmChangeOrder)
+    change_port: int = 0                                     # changePort: its other server's port (side by side)
 
     @property
     def mounted(self) -> bool:
@@ -135,6 +137,7 @@ class StackConfig:
     mount_command: str = "mount2"             # mountCommand: rclone mount2 (go-fuse) or mount
     mount_read_ahead_kb: int = 16384          # mountReadAheadKb: each mount's bdi read-ahead (0: the kernel's)
     vllm_drain_seconds: int = 60              # vllmDrainSeconds: vLLM's --shutdown-timeout (Docker hosts)
+    vllm_change_order: str = "auto"           # vllmChangeOrder: side by side, stop-first, or judged (Docker hosts)
     role: str = "serving"                     # role: serving, or store (a platform stack: server and bucket only)
     store: str = ""                           # store: the platform stack this one uses by reference ("" = none)
     take_over_prefixes: bool = False          # takeOverPrefixes: a prefix whose owner is no longer registered
@@ -144,6 +147,10 @@ class StackConfig:
 
     def model(self, name: str) -> ModelSpec:
         return next(m for m in self.models if m.name == name)
+
+    def change_order(self, m: ModelSpec) -> str:
+        """The model's changeOrder, else the stack's vllmChangeOrder."""
+        return m.change_order or self.vllm_change_order
 
     def models_on(self, host: str) -> list[ModelSpec]:
         return [m for m in self.models if host in m.hosts]

@@ -7,25 +7,29 @@ Names carry the host's name (none for the implicit local host: the names stacks 
 """
 from __future__ import annotations
 
+import dataclasses
 import os
 from typing import Mapping, Optional
 
 import pulumi
 import pulumi_docker as docker
 
+from components.config import previous
 from components.config.schema import LOCAL_COPY
 from components.config.spec import ModelSpec, StackConfig
 from components.core.target import Keys, Store
+from components.docker import change_order
 from components.docker.copies import ModelCopy, ModelCopyArgs, copy_root
 from components.docker.mounts import (MountCache, MountCacheArgs, MountRoot, MountRootArgs, RcloneMount,
                                       RcloneMountArgs, keeper_name, keeper_ref, remote_name)
 from components.docker.serving_state import Trouble
+from components.hosts import machine
 from components.hosts.docker_facts import DockerFacts
 from components.hosts.types import Host
 from components.providers.purge_order import PurgeOrderResource
 from components.serving import streamer
-from components.serving.vllm import (CPU_BIND, VllmServer, VllmServerArgs, cpu_binding, drain_of, given_drain,
-                                     stop_seconds)
+from components.serving.vllm import (CPU_BIND, VllmServer, VllmServerArgs, change_parts, cpu_binding, drain_of,
+                                     given_drain, stop_seconds)
 
 
 class HostPlan:
@@ -46,11 +50,15 @@ class HostPlan:
             pulumi.ResourceOptions(parent=owner, depends_on=after_bucket))
         # One image resource per host for all its models: pulled by `up` when missing, kept on destroy.
         self.on_docker = host.docker(owner)
+        # Replaced create-first (a new tag: kept locally, nothing to delete): a resource replaced delete-first takes
+        # every resource that depends on it down first (tried: a new tag of vllmImage stopped the vLLM servers
+        # before their side-by-side replacements started), and the TF bridge makes named resources delete-first
+        create_first = pulumi.ResourceOptions.merge(self.on_docker, pulumi.ResourceOptions(delete_before_replace=False))
         self.image = docker.RemoteImage(f"{p}vllm-image", docker.RemoteImageArgs(
-            name=host.spec.vllm_image, keep_locally=True), self.on_docker)
+            name=host.spec.vllm_image, keep_locally=True), create_first)
         # The mounts' keepers run from rcloneImage (small: rclone, fuse3, nsenter), never the vLLM image.
         self.keeper_image = docker.RemoteImage(f"{p}rclone-image", docker.RemoteImageArgs(
-            name=host.spec.rclone_image, keep_locally=True), self.on_docker) if any(
+            name=host.spec.rclone_image, keep_locally=True), create_first) if any(
             m.mounted for m in cfg.models_on(host.name)) else None
         # the keepers run it by its digest (root on the host: never by a tag someone could move); said by preview
         self.keeper_ref: pulumi.Input[str] = keeper_ref(self.keeper_image) if self.keeper_image else ""
@@ -59,6 +67,8 @@ class HostPlan:
                 f"mount keepers on {host.name} run rcloneImage {host.spec.rclone_image} as {ref}"
                 + ("" if "sha256:" in ref else " (no digest known yet: pulled by this run)"), self.keeper_image))
         self.servers: dict[str, VllmServer] = {}
+        self.slots: dict[str, dict] = {}          # model prefix -> its server's slot and change parts (change_order)
+        self.reserved = 0                          # bytes this `up`'s side-by-side changes take on the host
         self.copies: dict[str, ModelCopy] = {}
         for m in cfg.models_on(host.name):
             self.servers[m.name] = self._model(m)
@@ -121,7 +131,11 @@ class HostPlan:
         bucket, given the keys); GPUs from the model, the host or the stack."""
         host, cfg = self.host, self.cfg
         gpus = m.gpus if m.gpus is not None else host.spec.gpus if host.spec.gpus is not None else cfg.vllm_gpus
-        name = f"{cfg.name_prefix}-vllm-{m.prefix.lower()}"
+        record = previous.output(change_order.OUTPUT)
+        decision_before = record.get(f"{host.name}/{m.prefix}") if isinstance(record, dict) else None
+        was = change_order.slot(cfg, m, str(decision_before.get("slot", "a")) if isinstance(decision_before, dict)
+                                else "a")
+        name = was.container
         before = self.facts.health.get(name) if self.facts is not None else None
         if cpu_binding(gpus) and CPU_BIND not in {**cfg.vllm_env, **m.env} and before is not None and not before.cpu_bind:
             # said only when this update changes it: a container made before the default
@@ -133,10 +147,10 @@ class HostPlan:
         stream = dict(load_format=m.load_format, s3_endpoint=host.spec.s3_endpoint, access_key=self.keys.access_key,
                       secret_key=self.keys.secret_key, ca_bundle=cfg.ca_bundle) if streamed else {}
         args = VllmServerArgs(
-            stack=cfg.stack, container_name=name, image_id=self.image.image_id,
+            stack=cfg.stack, container_name=was.container, image_id=self.image.image_id,
             model_dir=streamer.model_url(cfg.bucket, m.prefix) if streamed else f"/models/{m.prefix}",
             served_name=m.name, dtype=m.dtype, max_model_len=m.max_model_len,
-            port=m.port, mount_path=host.spec.mount_path, revision=self.store.uploads[m.name].revision,
+            port=was.port, mount_path=host.spec.mount_path, revision=self.store.uploads[m.name].revision,
             bind_address=host.spec.bind_address, gpu_memory_utilization=m.gpu_memory_utilization,
             kv_cache_space_gib=m.kv_cache_space_gib, extra_args=m.extra_args, env={**cfg.vllm_env, **m.env},
             api_key=pulumi.Output.secret(cfg.vllm_api_key), has_api_key=bool(cfg.vllm_api_key),
@@ -146,6 +160,7 @@ class HostPlan:
             trouble=trouble.summary if trouble else "",
             **host.readiness(), **stream,
             **({"weights_dir": copy.path, "copy_generation": copy.generation} if copy else {}))
+        args = self._slot(m, args, gpus, decision_before)
         if before is not None and before.stop_timeout != stop_seconds(args):
             # said only when this update changes it: a container made before vllmDrainSeconds, or with another drain
             drain = given_drain(m.extra_args)
@@ -154,6 +169,38 @@ class HostPlan:
             made = "before vllmDrainSeconds" if not before.stop_timeout else "with another stop timeout"
             pulumi.log.info(f"models[{m.name}] on {host.name}: a stopped vLLM server finishes what it serves for up to "
                             f"{drain_of(args)} s ({words}): its container {name}, made {made}, is replaced once "
-                            "(requests for the model on this host wait for the new one)")
+                            + ("(side by side)" if not args.delete_before_replace else
+                               "(requests for the model on this host wait for the new one)"))
         return VllmServer(f"{host.prefix}vllm-{m.prefix}", args, pulumi.ResourceOptions(
             parent=self.owner, depends_on=after, providers=[self.on_docker.provider] if self.on_docker.provider else None))
+
+    def _slot(self, m: ModelSpec, args: VllmServerArgs, gpus: str, before: object) -> VllmServerArgs:
+        """Where the model's server goes this `up` (components.docker.change_order): its slot's name and port,
+        replaced create-first when the change goes side by side; preview says which way and why."""
+        host, cfg = self.host, self.cfg
+        parts = change_parts(args, host.spec.vllm_image, self.store.uploads[m.name].revision_digest, cfg.vllm_api_key)
+        judged: list[change_order.Fit] = []
+
+        def judge() -> change_order.Fit:
+            # the host's available memory less what this `up`'s earlier side-by-side changes on it take
+            available = self.facts.mem_available if self.facts is not None else None
+            left = None if available is None else available - self.reserved
+            judged.append(change_order.fit(m, gpus, args.env, change_order.weights_bytes(m.source), left))
+            return judged[-1]
+
+        decision = change_order.decide(cfg, m, host.name, before if isinstance(before, dict) else None, parts, judge)
+        if decision.side_by_side and host.spec.local and machine.port_checker(cfg.stack)(
+                host.spec.bind_address, decision.slot.port):
+            # the new server's port is another process's here: the change waits for the old one instead
+            key = f"models[{m.name}].changePort" if decision.slot.letter == "b" else f"models[{m.name}].port"
+            decision = change_order.Decision(decision.was, decision.was, False, decision.line.split(": side by side")[0]
+                                             + f": stop-first (the new server's port {decision.slot.port}, {key}, is "
+                                             "in use on this machine by another process: free it, or set "
+                                             f"{key} to a free port, to change it side by side)")
+        if decision.side_by_side and judged:
+            self.reserved += judged[-1].need
+        if decision.line:
+            pulumi.log.info(decision.line)
+        self.slots[m.prefix] = {"slot": decision.slot.letter, "parts": parts}
+        return dataclasses.replace(args, container_name=decision.slot.container, port=decision.slot.port,
+                                   delete_before_replace=not decision.side_by_side)

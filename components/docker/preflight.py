@@ -23,6 +23,7 @@ from typing import Mapping, Optional, Protocol, Sequence
 
 import pulumi
 
+from components.docker import change_order
 from components.hosts import machine, ssh
 from components.serving import streamer
 from components.storage import tls
@@ -241,7 +242,7 @@ def planned_containers(cfg: StackConfig) -> dict[str, list[str]]:
         names[here(cfg)] += [f"{cfg.name_prefix}-router", f"{cfg.name_prefix}-endpoint"]
     for m in cfg.models:
         for h in m.hosts:
-            names[h].append(f"{cfg.name_prefix}-vllm-{m.prefix.lower()}")
+            names[h] += list(change_order.containers(cfg, m))
     return names
 
 

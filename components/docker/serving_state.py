@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Mapping, Optional
 
 from components.config.spec import ModelSpec, StackConfig
+from components.docker import change_order
 from components.hosts.docker_facts import DockerFacts, Health
 
 GIB = 2**30
@@ -34,8 +35,12 @@ class Trouble:
     container_id: str = ""   # the container it is about: a replacement of it has no trouble yet
 
 
-def container_name(cfg: StackConfig, m: ModelSpec) -> str:
-    return f"{cfg.name_prefix}-vllm-{m.prefix.lower()}"
+def container_name(cfg: StackConfig, m: ModelSpec, f: Optional[DockerFacts] = None) -> str:
+    """Model ``m``'s container on a host whose Docker ``f`` shows: the one of its two slots
+    (components/docker/change_order.py) that is there, the running one if both are; slot a's if none."""
+    names = change_order.containers(cfg, m)
+    there = [n for n in names if f is not None and n in f.health]
+    return next((n for n in there if f.health[n].status == "running"), there[0] if there else names[0])
 
 
 def acked(state_dir: str, container_id: str) -> dict:
@@ -80,7 +85,7 @@ def troubles(cfg: StackConfig, facts: Mapping[str, Optional[DockerFacts]], here:
     for m in cfg.models:
         for host in m.hosts:
             f = facts.get(host)
-            name = container_name(cfg, m)
+            name = container_name(cfg, m, f)
             h = f.health.get(name) if f is not None else None
             if h is None or f is None or f.containers.get(name, {}).get("rustfs-vllm.stack") != cfg.stack:
                 continue

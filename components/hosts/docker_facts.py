@@ -52,6 +52,7 @@ class DockerFacts:
     containers: Mapping[str, Mapping[str, str]] = field(default_factory=dict)   # name -> labels
     states: Mapping[str, str] = field(default_factory=dict)       # name -> created, running, exited, ...
     health: Mapping[str, Health] = field(default_factory=dict)    # name -> a vLLM container's health
+    mem_available: Optional[int] = None                           # the host's MemAvailable in bytes (None: unknown)
 
     @property
     def gpus(self) -> bool:
@@ -60,11 +61,33 @@ class DockerFacts:
 
 
 def from_info(info: Mapping, hooks: tuple[str, ...], containers: Mapping[str, Mapping[str, str]],
-              states: Optional[Mapping[str, str]] = None, health: Optional[Mapping[str, Health]] = None) -> DockerFacts:
-    """DockerFacts from `docker info`'s JSON (Runtimes; DiscoveredDevices on daemons with CDI)."""
+              states: Optional[Mapping[str, str]] = None, health: Optional[Mapping[str, Health]] = None,
+              meminfo: str = "") -> DockerFacts:
+    """DockerFacts from `docker info`'s JSON (Runtimes; DiscoveredDevices on daemons with CDI) and the host's
+    /proc/meminfo."""
     devices = tuple(str(d.get("ID", "")) for d in (info.get("DiscoveredDevices") or []) if isinstance(d, Mapping))
     return DockerFacts(runtimes=tuple(sorted((info.get("Runtimes") or {}).keys())), cdi_devices=devices,
-                       hooks=hooks, containers=containers, states=dict(states or {}), health=dict(health or {}))
+                       hooks=hooks, containers=containers, states=dict(states or {}), health=dict(health or {}),
+                       mem_available=mem_available(meminfo))
+
+
+def mem_available(meminfo: str) -> Optional[int]:
+    """MemAvailable of a /proc/meminfo text, in bytes (None when it has none)."""
+    for line in meminfo.splitlines():
+        if line.startswith("MemAvailable:"):
+            try:
+                return int(line.split()[1]) * 1024
+            except (IndexError, ValueError):
+                return None
+    return None
+
+
+def _local_meminfo() -> str:
+    try:
+        with open("/proc/meminfo", encoding="ascii") as fh:
+            return fh.read()
+    except OSError:
+        return ""
 
 
 def local_facts() -> Optional[DockerFacts]:
@@ -80,7 +103,7 @@ def local_facts() -> Optional[DockerFacts]:
         health = {c.name: health_of(c.attrs) for c in listed if (c.labels or {}).get("rustfs-vllm.role") == "vllm"}
     except Exception:  # noqa: BLE001 - no daemon here: the image and port checks, or up, say so
         return None
-    return from_info(info, tuple(h for h in NVIDIA_HOOKS if shutil.which(h)), found, states, health)
+    return from_info(info, tuple(h for h in NVIDIA_HOOKS if shutil.which(h)), found, states, health, _local_meminfo())
 
 
 def image_label(image: str, key: str) -> str:
@@ -108,7 +131,8 @@ REMOTE_SCRIPT = ("docker info --format '{{json .}}'; echo '--- hooks'; "
                  + "; ".join(f"command -v {h} >/dev/null 2>&1 && echo {h}" for h in NVIDIA_HOOKS)
                  + "; echo '--- containers'; docker ps -a --format '{{.Names}}\t{{.State}}\t{{.Labels}}'"
                  + "; echo '--- health'; ids=$(docker ps -aq --filter label=rustfs-vllm.role=vllm); "
-                 + f"[ -z \"$ids\" ] || docker inspect --format '{HEALTH_FORMAT}' $ids")
+                 + f"[ -z \"$ids\" ] || docker inspect --format '{HEALTH_FORMAT}' $ids"
+                 + "; echo '--- memory'; grep MemAvailable /proc/meminfo")
 
 
 def parse_health(text: str) -> dict[str, Health]:
@@ -132,6 +156,7 @@ def parse_remote(out: str) -> Optional[DockerFacts]:
     info_part, _, rest = out.partition("--- hooks\n")
     hooks_part, _, ps_part = rest.partition("--- containers\n")
     ps_part, _, health_part = ps_part.partition("--- health\n")
+    health_part, _, memory_part = health_part.partition("--- memory\n")
     try:
         info = json.loads(info_part.strip().splitlines()[-1])
     except (ValueError, IndexError):
@@ -145,7 +170,7 @@ def parse_remote(out: str) -> Optional[DockerFacts]:
             containers[name] = dict(kv.split("=", 1) for kv in labels.split(",") if "=" in kv)
             states[name] = state
     return from_info(info, tuple(h for h in hooks_part.split() if h in NVIDIA_HOOKS), containers, states,
-                     parse_health(health_part))
+                     parse_health(health_part), memory_part)
 
 
 def remote_facts(argv: list[str], timeout: float = 25) -> Optional[DockerFacts]:

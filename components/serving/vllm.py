@@ -34,6 +34,7 @@ host's network: components.serving.streamer.
 from __future__ import annotations
 
 import ast
+import dataclasses
 import hashlib
 import json
 import re
@@ -95,6 +96,7 @@ class VllmServerArgs:
     recheck: str = ""                                 # the readiness wait's extra trigger: not serving (serving_state)
     recheck_id: str = ""                              # ... of that container (a new one is waited for anyway)
     trouble: str = ""                                 # why it is waited for again, for the state output
+    delete_before_replace: bool = True                # False: a side-by-side change (components.docker.change_order)
 
     @property
     def streamed(self) -> bool:
@@ -220,14 +222,9 @@ class VllmServer(pulumi.ComponentResource):
         super().__init__("rustfs-vllm:serving:VllmServer", name, None, opts)
         api_key = pulumi.Output.secret(args.api_key)
         cache = _compile_cache(name, args, self) if args.compile_cache else None
-        env = {**cpu_binding(args.gpus), **(COMPILE_CACHE_ENV if cache else {}),
-               **(streamer.TIMEOUTS if args.streamed else {}), **dict(args.env),
-               **({"VLLM_CPU_KVCACHE_SPACE": f"{args.kv_cache_space_gib:g}"} if args.kv_cache_space_gib else {}),
-               **(streamer.env(args.s3_endpoint, bool(args.ca_bundle)) if args.streamed else {})}
+        env = server_env(args)
         uploads = _uploads(args, api_key)
         mounted = not args.streamed and args.weights_dir is None
-        if mounted:
-            env["RV_MODEL_DIR"] = args.model_dir
         self.container = docker.Container(f"{name}-container", docker.ContainerArgs(
             name=args.container_name,
             image=args.image_id,
@@ -252,7 +249,7 @@ class VllmServer(pulumi.ComponentResource):
             # absent when unset (stacks before issue 45: no diff); no swap beyond it
             **({"memory": memory_megabytes(args.memory_gib), "memory_swap": memory_megabytes(args.memory_gib)}
                if args.memory_gib else {}),
-        ), pulumi.ResourceOptions(parent=self, delete_before_replace=True,
+        ), pulumi.ResourceOptions(parent=self, delete_before_replace=args.delete_before_replace,
                                   depends_on=opts.depends_on if opts else None))
         host = args.address or ("127.0.0.1" if args.bind_address in ("0.0.0.0", "127.0.0.1") else args.bind_address)
         # this machine's own servers are polled on loopback (as before); a remote host's at its address
@@ -270,8 +267,38 @@ class VllmServer(pulumi.ComponentResource):
         self.base_url = pulumi.Output.from_input(f"http://{host}:{args.port}/v1")
         self.served_name = pulumi.Output.from_input(args.served_name)
         self.container_id = self.container.id
+        self.port = args.port
         self.register_outputs({"base_url": self.base_url, "served_name": self.served_name,
                                "container_id": self.container_id})
+
+
+def server_env(args: VllmServerArgs) -> dict[str, str]:
+    """The container's environment: the CPU binding's default, the compile cache's and the streamer's variables,
+    the stack's and the model's env, the KV cache space, and where a mounted model's weights are."""
+    env = {**cpu_binding(args.gpus), **(COMPILE_CACHE_ENV if args.compile_cache else {}),
+           **(streamer.TIMEOUTS if args.streamed else {}), **dict(args.env),
+           **({"VLLM_CPU_KVCACHE_SPACE": f"{args.kv_cache_space_gib:g}"} if args.kv_cache_space_gib else {}),
+           **(streamer.env(args.s3_endpoint, bool(args.ca_bundle)) if args.streamed else {})}
+    if not args.streamed and args.weights_dir is None:
+        env["RV_MODEL_DIR"] = args.model_dir
+    return env
+
+
+def change_parts(args: VllmServerArgs, image: str, revision: str, api_key: str) -> dict[str, str]:
+    """What replaces the server's container, a digest each (components.docker.change_order): its port and name are
+    the slot's, not parts, and what Docker changes in place (restart policy, memory limit) is none either.
+    ``image``, ``revision`` and ``api_key`` are the plain values behind args' outputs."""
+    here = dataclasses.replace(args, port=0)
+    return {"image": digest(image), "vLLM arguments": digest(vllm_argv(here)),
+            "environment": digest(sorted(server_env(here).items())),
+            "weights": digest([revision, args.load_format, args.copy_generation, args.mount_path]),
+            "API key": digest(api_key), "stop timeout": digest(stop_seconds(args)),
+            "resources": digest([args.shm_size, args.gpus, args.compile_cache])}
+
+
+def digest(value: object) -> str:
+    """A short digest of a JSON-able value (a change part)."""
+    return hashlib.sha256(json.dumps(value, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
 def memory_megabytes(gib: float) -> int:
@@ -288,7 +315,9 @@ def _compile_cache(name: str, args: VllmServerArgs, parent: pulumi.Resource) -> 
     return docker.Volume(f"{name}-compile-cache", name=volume_name, labels=[
         docker.VolumeLabelArgs(label=lbl.label, value=lbl.value)
         for lbl in labels(args.stack, "compile-cache", model=args.served_name)],
-        opts=pulumi.ResourceOptions(parent=parent))
+        # a new name each time it is replaced: made before the old one goes, so that the server using it is not
+        # taken down first (a delete-first replacement removes what depends on it before)
+        opts=pulumi.ResourceOptions(parent=parent, delete_before_replace=False))
 
 
 def _mounts(args: VllmServerArgs, cache: Optional[docker.Volume] = None) -> Optional[list[docker.ContainerMountArgs]]:

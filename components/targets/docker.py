@@ -25,7 +25,7 @@ import pulumi
 
 from components.config.spec import StackConfig
 from components.core.target import Keys, S3Side, Served, Store, Target
-from components.docker import preflight, serving_state
+from components.docker import change_order, preflight, serving_state
 from components.docker.host_plan import HostPlan
 from components.core.outputs import router_outputs
 from components.docker.outputs import hosts_outputs, one_host_outputs
@@ -127,7 +127,9 @@ class DockerTarget(Target):
         if not cfg.router or not cfg.models:
             return None
         by_name = {h.name: h for h in cfg.hosts}
-        routes = {m.name: [f"http://{by_name[h].address}:{m.port}" for h in m.hosts] for m in cfg.models}
+        # each server where it is this `up` (its slot's port: components/docker/change_order.py)
+        routes = {m.name: [f"http://{by_name[h].address}:{self.on_host[h].servers[m.name].port}" for h in m.hosts]
+                  for m in cfg.models}
         ready = [self.on_host[h].servers[m.name].ready for m in cfg.models for h in m.hosts]
         return Router("router", RouterArgs(
             stack=cfg.stack, name_prefix=cfg.name_prefix, image=cfg.router_image, bind_address=cfg.bind_address,
@@ -142,6 +144,10 @@ class DockerTarget(Target):
         # per model and host: serving once its readiness wait passed (preview names one that is not)
         out["model_states"] = {m.name: {h: self.on_host[h].servers[m.name].state for h in m.hosts}
                                for m in self.cfg.models}
+        # where each model's server is and what it was made of: the next `up` judges its change by it (a secret:
+        # one part is a digest of vllmApiKey)
+        out[change_order.OUTPUT] = pulumi.Output.secret(
+            {f"{h}/{m}": slot for h, plan in self.on_host.items() for m, slot in plan.slots.items()})
         if self.cfg.hosts[0].implicit:
             return {**out, **one_host_outputs(self.cfg, store, first)}
         return {**out, **hosts_outputs(self.cfg, store, self.on_host)}

@@ -57,6 +57,10 @@ def errors(text: str) -> list[str]:
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory):
     s = one_model_stack(tmp_path_factory.mktemp("failed-start"), "fst")
+    # these cases watch one container that fails (stack.container): a change replaces it in place, stop-first.
+    # Side-by-side changes are test_models_independent's and tests/hosts'
+    s.config["vllmChangeOrder"] = "stopFirst"
+    s.write_config(s.config)
     yield s
     s.teardown(s.volume)
 

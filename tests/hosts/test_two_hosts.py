@@ -136,12 +136,18 @@ def test_two_hosts(env):
     steps = json.loads(stack.run("preview", "--json").stdout)["steps"]
     changed = {s["urn"].split("::")[-1] for s in steps if s["op"] not in ("same", "read")}
     assert changed and all(n.startswith("a-") and "one" in n for n in changed), changed
-    stack.run("up", "--yes", "--skip-preview", label="up_change_one")
+    up = stack.run("up", "--yes", "--skip-preview", label="up_change_one")
     after = {h: containers(h, stack.name) for h in HOSTS}
     both = f"{env['prefix']}-vllm-both"
     assert after["a"][both] == before["a"][both] and after["b"] == before["b"]
-    assert after["a"][f"{env['prefix']}-vllm-one"] != before["a"][f"{env['prefix']}-vllm-one"]
-    assert complete(url("a", 8102), "one")
+    # side by side (issue 58; auto: host a's available memory, read over SSH, holds both): the new server of "one"
+    # on its changePort (8102+10000) in the other slot; the old one went once the endpoint had the new one
+    one_a, one_b = f"{env['prefix']}-vllm-one", f"{env['prefix']}-vllm2-one"
+    assert "models[one] on a: its vLLM arguments changed: side by side" in up.stdout, up.stdout[-3000:]
+    assert one_a in before["a"] and one_a not in after["a"] and one_b in after["a"], after["a"]
+    one_url = url("a", 18102)
+    assert stack.outputs()["models"]["one"]["base_urls"] == [one_url]
+    assert complete(one_url, "one")
 
     # 5. host b's rclone dies: host a keeps serving, b's supervisor mounts again by itself
     rclone_b = "pgrep -f '^[^ ]*rclone mount2? [^ ]+ /mnt/rv-hosts/both ' || true"
@@ -220,16 +226,16 @@ def test_two_hosts(env):
     # 5d. host a's keeper of model "one" is removed (docker rm -f: its rclone killed, a dead mount left):
     #     nothing on the host brings it back; preview --refresh sees it over SSH and shows only that
     #     mount to redo; up mends it and "one" serves again, its container kept
-    one_box = containers("a", stack.name)[f"{env['prefix']}-vllm-one"]
+    one_box = containers("a", stack.name)[one_b]
     on_host("a", f"docker rm -f {env['prefix']}-mount-one >/dev/null")
     removed = time.monotonic()
     steps = json.loads(stack.run("preview", "--refresh", "--json", label="preview_keeper_removed").stdout)["steps"]
     redo = {s["urn"].split("::")[-1] for s in steps if s["op"] not in ("same", "read", "refresh")}
     assert redo == {"a-mount-one-command"}, redo
     stack.run("up", "--yes", "--skip-preview", label="up_keeper_removed")
-    assert complete(url("a", 8102), "one")
+    assert complete(one_url, "one")
     env["timings"]["a_keeper_removed_serving_again_s"] = round(time.monotonic() - removed, 1)
-    assert containers("a", stack.name)[f"{env['prefix']}-vllm-one"] == one_box
+    assert containers("a", stack.name)[one_b] == one_box
     assert on_host("a", f"docker inspect -f '{{{{.State.Running}}}}' {env['prefix']}-mount-one").strip() == "true"
     stack.run("preview", "--refresh", "--expect-no-changes", label="preview_refresh_after_keeper_mended")
 
