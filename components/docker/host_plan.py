@@ -34,8 +34,12 @@ from components.serving.vllm import (CPU_BIND, VllmServer, VllmServerArgs, chang
 
 class HostPlan:
     def __init__(self, owner: pulumi.Resource, host: Host, cfg: StackConfig, store: Store, keys: Keys,
-                 facts: Optional[DockerFacts] = None, troubles: Optional[Mapping[str, Trouble]] = None) -> None:
+                 facts: Optional[DockerFacts] = None, troubles: Optional[Mapping[str, Trouble]] = None,
+                 rolls: Optional[dict[str, tuple[str, pulumi.Resource]]] = None) -> None:
         self.owner, self.host, self.cfg, self.store, self.keys = owner, host, cfg, store, keys
+        # one host at a time (issue 58): model name -> (the host, the new server's readiness) of the last host of
+        # this `up` whose server of that model changes; shared by the stack's hosts, in their order
+        self.rolls = rolls if rolls is not None else {}
         self.facts = facts                         # the host's Docker as preflight saw it (None: unknown)
         self.troubles = dict(troubles or {})       # model name -> its container's trouble (serving_state)
         p = host.prefix
@@ -69,6 +73,7 @@ class HostPlan:
         self.servers: dict[str, VllmServer] = {}
         self.slots: dict[str, dict] = {}          # model prefix -> its server's slot and change parts (change_order)
         self.reserved = 0                          # bytes this `up`'s side-by-side changes take on the host
+        self.changing: set[str] = set()            # models whose server this `up` changes here (change_order)
         self.copies: dict[str, ModelCopy] = {}
         for m in cfg.models_on(host.name):
             self.servers[m.name] = self._model(m)
@@ -171,8 +176,19 @@ class HostPlan:
                             f"{drain_of(args)} s ({words}): its container {name}, made {made}, is replaced once "
                             + ("(side by side)" if not args.delete_before_replace else
                                "(requests for the model on this host wait for the new one)"))
-        return VllmServer(f"{host.prefix}vllm-{m.prefix}", args, pulumi.ResourceOptions(
-            parent=self.owner, depends_on=after, providers=[self.on_docker.provider] if self.on_docker.provider else None))
+        changes = m.name in self.changing
+        rolled = self.rolls.get(m.name) if changes else None
+        if rolled:
+            # its change on this host waits until the previous host's new server answers: a failure there stops the
+            # roll before this host's server is touched, and this one keeps serving
+            pulumi.log.info(f"models[{m.name}] on {host.name}: changes once its new server on {rolled[0]} answers "
+                            "(one host at a time)")
+        server = VllmServer(f"{host.prefix}vllm-{m.prefix}", args, pulumi.ResourceOptions(
+            parent=self.owner, depends_on=[*after, *([rolled[1]] if rolled else [])],
+            providers=[self.on_docker.provider] if self.on_docker.provider else None))
+        if changes:
+            self.rolls[m.name] = (host.name, server.ready)
+        return server
 
     def _slot(self, m: ModelSpec, args: VllmServerArgs, gpus: str, before: object) -> VllmServerArgs:
         """Where the model's server goes this `up` (components.docker.change_order): its slot's name and port,
@@ -201,6 +217,7 @@ class HostPlan:
             self.reserved += judged[-1].need
         if decision.line:
             pulumi.log.info(decision.line)
+            self.changing.add(m.name)
         self.slots[m.prefix] = {"slot": decision.slot.letter, "parts": parts}
         return dataclasses.replace(args, container_name=decision.slot.container, port=decision.slot.port,
                                    delete_before_replace=not decision.side_by_side)

@@ -68,6 +68,9 @@ class DockerTarget(Target):
         for trouble in self.troubles.values():
             if trouble.line:
                 pulumi.log.warn(trouble.line)
+        line = endpoint_down(self.cfg, machines.seen.get(here))
+        if line:
+            pulumi.log.warn(line)
         return problems
 
     def s3_server(self, owner: pulumi.ComponentResource, keys: Keys) -> S3Side:
@@ -87,10 +90,11 @@ class DockerTarget(Target):
     def serve(self, owner: pulumi.ComponentResource, store: Store, keys: Keys) -> list[Served]:
         self._say_read_keys(store)
         served: list[Served] = []
+        rolls: dict = {}        # one host at a time: a model's change on a host waits for the previous host's
         for host in self.hosts:
             plan = self.on_host[host.name] = HostPlan(
                 owner, host, self.cfg, store, keys, self.facts.get(host.name),
-                {m: t for (h, m), t in self.troubles.items() if h == host.name})
+                {m: t for (h, m), t in self.troubles.items() if h == host.name}, rolls)
             served += [Served(model=name, place=None if host.spec.implicit else host.name, name_prefix=host.prefix,
                               base_url=server.base_url, instance=server.container_id, ready=[server.ready])
                        for name, server in plan.servers.items()]
@@ -151,3 +155,18 @@ class DockerTarget(Target):
         if self.cfg.hosts[0].implicit:
             return {**out, **one_host_outputs(self.cfg, store, first)}
         return {**out, **hosts_outputs(self.cfg, store, self.on_host)}
+
+
+def endpoint_down(cfg: StackConfig, facts: Optional[DockerFacts]) -> str:
+    """One line when the stack's endpoint (its router or nginx container, on this machine) was not running as this run
+    started (a container stopped by hand, or one that keeps failing), else ""."""
+    if facts is None or not cfg.router or not cfg.models:
+        return ""
+    down = [(name, facts.states[name]) for name in (f"{cfg.name_prefix}-endpoint", f"{cfg.name_prefix}-router")
+            if facts.containers.get(name, {}).get("rustfs-vllm.stack") == cfg.stack
+            and facts.states.get(name) not in (None, "running")]
+    if not down:
+        return ""
+    which = ", ".join(f"{name} is {state}" for name, state in down)
+    return (f"the stack's endpoint is down: {which}, so no model is reachable at routerPort {cfg.router_port} (each "
+            "model's own port still answers). `pulumi up --refresh` starts it again and writes its routes")

@@ -143,3 +143,20 @@ def test_changeorder_and_changeport_rules(tmp_path):
     with pytest.raises(config.ConfigError) as info:
         load_and_check(raw, "dev", str(tmp_path), in_use=(), memory=24 * GIB, volume=lambda name: None)
     assert "routerPort = 18000" in str(info.value) and "changePort" in str(info.value)
+
+
+def test_preview_says_in_words_when_the_endpoint_is_down(cfg):
+    from components.hosts.docker_facts import DockerFacts
+    from components.targets.docker import endpoint_down
+
+    mine = {"rustfs-vllm.stack": cfg.stack}
+    names = (f"{cfg.name_prefix}-router", f"{cfg.name_prefix}-endpoint")
+    running = DockerFacts(containers={n: mine for n in names}, states={n: "running" for n in names})
+    assert endpoint_down(cfg, running) == "" and endpoint_down(cfg, None) == ""
+    stopped = DockerFacts(containers={n: mine for n in names}, states={names[0]: "exited", names[1]: "running"})
+    line = endpoint_down(cfg, stopped)
+    assert line.startswith(f"the stack's endpoint is down: {names[0]} is exited, so no model is reachable at "
+                           f"routerPort {cfg.router_port}") and "`pulumi up --refresh` starts it again" in line, line
+    others = DockerFacts(containers={n: {"rustfs-vllm.stack": "another"} for n in names},
+                         states={n: "exited" for n in names})
+    assert endpoint_down(cfg, others) == ""          # not this stack's: preflight's name check speaks of those
