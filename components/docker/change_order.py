@@ -24,11 +24,11 @@ same devices (vLLM's default 0.92); on CPU, the new server's memory (memoryGib, 
 """
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Optional
 
 from components.config.spec import ModelSpec, StackConfig
+from components.mounting.copy_tool import bytes_in
 
 OUTPUT = "serving_slots"        # {"<host>/<prefix>": {"slot": "a"|"b", "parts": {part: digest}}}, a secret output
 SLOTS = ("a", "b")
@@ -139,12 +139,5 @@ def decide(cfg: StackConfig, m: ModelSpec, where: str, before: Optional[Mapping[
 
 
 def weights_bytes(folder: str) -> int:
-    """The model folder's bytes (links followed: a Hugging Face cache snapshot)."""
-    total = 0
-    for root, _dirs, files in os.walk(folder, followlinks=True):
-        for name in files:
-            try:
-                total += os.path.getsize(os.path.join(root, name))
-            except OSError:
-                continue
-    return total
+    """The model folder's bytes (a Hugging Face cache snapshot's links to its blobs count as the blobs)."""
+    return bytes_in(folder)
