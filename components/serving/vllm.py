@@ -315,9 +315,11 @@ def _compile_cache(name: str, args: VllmServerArgs, parent: pulumi.Resource) -> 
     return docker.Volume(f"{name}-compile-cache", name=volume_name, labels=[
         docker.VolumeLabelArgs(label=lbl.label, value=lbl.value)
         for lbl in labels(args.stack, "compile-cache", model=args.served_name)],
-        # a new name each time it is replaced: made before the old one goes, so that the server using it is not
-        # taken down first (a delete-first replacement removes what depends on it before)
-        opts=pulumi.ResourceOptions(parent=parent, delete_before_replace=False))
+        # in a side-by-side change (a new container name, so a new volume name) made before the old one goes, so that
+        # the old server using it is not taken down first (a delete-first replacement removes what depends on it
+        # before); else delete-first as its container (create-first, its old volume, still in use by a container
+        # kept in place, could not be deleted: tried, "last state: in_use")
+        opts=pulumi.ResourceOptions(parent=parent, delete_before_replace=args.delete_before_replace))
 
 
 def _mounts(args: VllmServerArgs, cache: Optional[docker.Volume] = None) -> Optional[list[docker.ContainerMountArgs]]:

@@ -60,7 +60,7 @@ def stack(tmp_path_factory):
     # these cases watch one container that fails (stack.container): a change replaces it in place, stop-first.
     # Side-by-side changes are test_models_independent's and tests/hosts'
     s.config["vllmChangeOrder"] = "stopFirst"
-    s.write_config(s.config)
+    s.write_config(s.config, keep_secrets=True)
     yield s
     s.teardown(s.volume)
 

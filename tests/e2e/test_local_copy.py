@@ -36,9 +36,12 @@ VLLM_IMAGE = "rustfs-vllm/vllm-openai-cpu:0.30.0"
 PREFIX, SERVED, BUCKET = "smollm2", "smollm2", "copy-models"
 
 
-def served_ok(port: int, count: int = 4) -> None:
+def served_ok(stack: Stack, count: int = 4) -> None:
+    """The model answers at its server's URL (the stack's output: a change of its copy goes side by side, issue 58,
+    and its server alternates between its port and changePort)."""
+    base = stack.outputs()["models"][SERVED]["base_url"]
     for stream in (False, True):
-        s = run_load(f"http://127.0.0.1:{port}/v1", SERVED, count // 2, 2, max_tokens=8, stream=stream)
+        s = run_load(base, SERVED, count // 2, 2, max_tokens=8, stream=stream)
         assert s.failed == 0 and s.requests == count // 2, s.as_dict()
 
 
@@ -94,7 +97,7 @@ def test_served_from_a_local_copy(tmp_path: Path):
         assert binds[f"/models/{PREFIX}"]["Source"] == str(folder) and binds[f"/models/{PREFIX}"]["RW"] is False
         assert binds["/vllm-cache"]["Type"] == "volume"
         assert vllm.attrs["Config"]["Cmd"][:2] == ["--model", f"/models/{PREFIX}"]
-        served_ok(port)
+        served_ok(stack)
         inspect = json.dumps(client.api.inspect_container(vllm.id))
         assert access not in inspect and secret not in inspect and access not in process_command_lines()
         state = json.dumps(stack.state())
@@ -114,7 +117,7 @@ def test_served_from_a_local_copy(tmp_path: Path):
         shutil.rmtree(folder)
         stack.run("up", "--yes", "--refresh", label="up_after_loss")
         assert (folder / copy_tool.MARKER).exists() and vllm_container(client, stack).id != vllm.id
-        served_ok(port)
+        served_ok(stack)
         stack.run("preview", "--expect-no-changes", label="preview_after_loss")
         # 4. a new revision: the copy and the container are replaced, the old folder removed
         cfg_file = source / "generation_config.json"
@@ -127,7 +130,7 @@ def test_served_from_a_local_copy(tmp_path: Path):
         stack.run("up", "--yes", "--skip-preview", label="up_revision")
         [new_folder] = [p for p in root.iterdir() if p.is_dir()]
         assert new_folder != folder and sha(new_folder / "generation_config.json") == sha(cfg_file)
-        served_ok(port)
+        served_ok(stack)
         # 5. destroy keeps the objects and the copy (and says where); purge removes it
         before = s3_under_test.volume_objects(f"{prefix}-data")
         out = stack.run("destroy", "--yes", "--skip-preview", label="destroy").stdout

@@ -290,10 +290,11 @@ def test_3b_side_by_side_changes_drop_no_request(world):
     assert "models[smollm2-a]" not in said, said[-3000:]
     before = vllm(world, "b")
     since = time.time()
-    # short streams (64 tokens): under a new server's start on 2 CPUs a 300-token stream outlasts the drain
+    # short streams (64 tokens) 2 s apart: under a new server's start on 2 CPUs a 300-token stream outlasts
+    # the drain, and back-to-back streams starve the new server's start (its up took 429 s with them)
     with Poller(world["endpoint"], "smollm2-a") as pa, Poller(world["endpoint"], "smollm2-b") as pb, \
-            StreamLoop(world["endpoint"], "smollm2-a", max_tokens=64) as sa, \
-            StreamLoop(world["endpoint"], "smollm2-b", max_tokens=64) as sb:
+            StreamLoop(world["endpoint"], "smollm2-a", max_tokens=64, gap_s=2.0) as sa, \
+            StreamLoop(world["endpoint"], "smollm2-b", max_tokens=64, gap_s=2.0) as sb:
         stack.run("up", "--yes", "--skip-preview")
         took = round(time.time() - since, 1)
     after = vllm(world, "b")

@@ -52,11 +52,13 @@ def store_weight(stack: Stack) -> set[tuple[str, str]]:
 
 
 def endpoint_outputs(after: dict) -> dict:
-    """The outputs less the one endpoint's (issue 44) and the serving state's (issue 45), which must be there."""
+    """The outputs less the one endpoint's (issue 44), the serving state's (issue 45), the stored models' (issue 57)
+    and the servers' slots (issue 58), which must be there."""
     assert after.pop("endpoint").endswith("/v1") and after.pop("endpoint_models") == ["smollm2"]
     after.pop("endpoint_metrics"), after.pop("endpoint_curl")
     assert after.pop("model_states") == {"smollm2": {"local": "serving"}}
     assert after.pop("stored_models") == {PREFIX: f"s3://{after['bucket']}/{PREFIX}/"}     # issue 57
+    assert after.pop("serving_slots") == "[secret]"       # issue 58: where each server is and what it is made of
     return after
 
 

@@ -274,14 +274,14 @@ class Stream:
 
 class StreamLoop:
     """One OpenAI client (its defaults but ``max_retries=0``) streaming ``max_tokens``-token completions of
-    ``model`` back to back in a background thread until stopped; ``ignore_eos`` makes each stream its full
-    length, so one is nearly always in flight."""
+    ``model`` back to back (``gap_s`` apart) in a background thread until stopped; ``ignore_eos`` makes each stream
+    its full length, so one is nearly always in flight."""
 
     def __init__(self, base_url: str, model: str, *, api_key: str = "", max_tokens: int = 300,
-                 request_timeout: float = 300, pause_s: float = 0.25) -> None:
+                 request_timeout: float = 300, pause_s: float = 0.25, gap_s: float = 0.0) -> None:
         self.client = openai.OpenAI(base_url=base_url, api_key=api_key or "EMPTY", timeout=request_timeout,
                                     max_retries=0)
-        self.model, self.max_tokens, self.pause_s = model, max_tokens, pause_s
+        self.model, self.max_tokens, self.pause_s, self.gap_s = model, max_tokens, pause_s, gap_s
         self.streams: list[Stream] = []
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -312,8 +312,8 @@ class StreamLoop:
             except (openai.APIError, OSError) as exc:
                 s.error = f"{type(exc).__name__}: {exc}"[:300]
             s.end = time.time()
-            if s.finish_reason is None:
-                time.sleep(self.pause_s)
+            # after a failed stream, pause_s; after a finished one, gap_s (0: the next one at once)
+            self._stop.wait(self.pause_s if s.finish_reason is None else self.gap_s)
 
     def summary(self) -> dict:
         done = [s for s in self.streams if s.end]

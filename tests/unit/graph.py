@@ -53,7 +53,7 @@ class Mocks(pulumi.runtime.Mocks):
             outs["metadata"] = {**meta, "name": meta.get("name") or f"{args.name}-a1b2c3d4"}
         if args.typ.endswith("dynamic/rustfs-vllm:ReadKey"):    # what the provider's create returns
             outs.update(read_access_key=READ_USER, read_secret_key=READ_SECRET)
-        if args.typ == "pulumi:pulumi:StackReference":      # a stack's reference to itself: no earlier `up`
+        if args.typ == "pulumi:pulumi:StackReference":      # a store stack reference (the self one is an invoke)
             return [args.name, {**outs, "outputs": {}, "secretOutputNames": []}]
         if args.typ.endswith("dynamic/rustfs-vllm:Bucket"):
             outs["adopted"] = False
